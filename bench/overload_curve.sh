@@ -5,7 +5,9 @@
 # deadline exceeded, client timeouts, not sent, p50/p99 of the answered requests and p99 of the shed
 # ones as the client saw them, the generator's send lag p50/p99 (where it fell behind its schedule, it
 # may be the limit, not the node), the share of the machine's CPU time its VM host took meanwhile (steal), how
-# long isnd's cgroup CPU quotas stopped it meanwhile (cgroup_throttled_ms, bench/cgroup_throttle.py),
+# long isnd's cgroup CPU quotas stopped it meanwhile (cgroup_throttled_ms, bench/cgroup_throttle.py), the speed of
+# isnd's first CPU just before and after the point while the node idles (core_speed, bench_cpu_speed: the machine's
+# speed for a node that has no CPU work of its own to measure it by, as the GPU-only node has none),
 # and the node's own view of its refusals (bench/node_sheds.py: time
 # from arrival to refusal, and where they were refused), of its late replies (node late: CPU/GPU), of its
 # loops' wait for a CPU while ready to run (loop wait, seconds over all loops) and of its CPU's first stage per job
@@ -26,6 +28,7 @@
 # count as client_refused apart from the node's shed), STEAL_RETRIES (0) and STEAL_MAX (0.01): a point during
 # which the VM's host took STEAL_MAX or more of the machine's CPU time is run again, up to STEAL_RETRIES more
 # times; the runs set aside go to steal-retried-NAME.json (the same rows), the kept row says its attempt.
+# SPEED_PROBE (default $BUILD/bench/bench_cpu_speed where built; empty: none) and SPEED_S (0.5 s a probe) time the core.
 set -euo pipefail
 # shellcheck source=bench/isnd_ready.sh
 . "$(dirname "$0")/isnd_ready.sh"
@@ -55,6 +58,11 @@ done
 [ -f "$QUERIES" ] || { echo "overload_curve: no query log at $QUERIES" >&2; exit 2; }
 PIN_ISND=(); [ -n "${ISND_CPUS:-}" ] && PIN_ISND=(taskset -c "$ISND_CPUS")
 PIN_BENCH=(); [ -n "${BENCH_CPUS:-}" ] && PIN_BENCH=(taskset -c "$BENCH_CPUS")
+SPEED_PROBE=${SPEED_PROBE-$BUILD/bench/bench_cpu_speed}
+[ -x "$SPEED_PROBE" ] || SPEED_PROBE=
+SPEED_S=${SPEED_S:-0.5}
+probe_cpu=${ISND_CPUS:-0}
+probe_cpu=${probe_cpu%%[-,]*}
 mkdir -p "$OUT"
 json="$OUT/overload-$name.json"
 log="$OUT/isnd-$name.log"
@@ -94,6 +102,7 @@ for repeat in $(seq 1 "$REPEATS"); do
     r=$(python3 -c "print('%.0f' % ($m * $rate))")
     point="$OUT/point-$name-$repeat-$m"
     for attempt in $(seq 1 $((${STEAL_RETRIES:-0} + 1))); do
+      speed_before=$(core_speed "$probe_cpu")
       scrape >"$point.before.prom"
       ticks_before=$(cpu_ticks) throttled_before=$(throttled_ns "$pid")
       "${PIN_BENCH[@]}" "$BUILD/bin/isn-bench" --target "127.0.0.1:$port" --queries "$QUERIES" --rate "$r" \
@@ -101,13 +110,14 @@ for repeat in $(seq 1 "$REPEATS"); do
         --connections "$CONNECTIONS" ${BENCH_FLAGS:-} >"$point.json"
       ticks_after=$(cpu_ticks) throttled_after=$(throttled_ns "$pid")
       scrape >"$point.after.prom"
+      speed_after=$(core_speed "$probe_cpu")
       python3 "$(dirname "$0")/node_sheds.py" "$point.before.prom" "$point.after.prom" >"$point.node.json"
       steal=$(steal_between "$ticks_before" "$ticks_after")
       rows_to=$json
       retry_for_steal "$steal" "$attempt" && rows_to="$OUT/steal-retried-$name.json"
       throttled_ms=$(throttled_ms_between "$throttled_before" "$throttled_after")
       python3 - "$point.json" "$point.node.json" "$name" "$rate" "$repeat" "$m" "$steal" "$attempt" "$throttled_ms" \
-        >>"$rows_to" <<'EOF'
+        "$speed_before" "$speed_after" >>"$rows_to" <<'EOF'
 import json, sys
 p, node = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
 name, rate, repeat, m = sys.argv[3], float(sys.argv[4]), int(sys.argv[5]), float(sys.argv[6])
@@ -128,6 +138,9 @@ row = {"config": name, "repeat": repeat, "sustained_rate": rate, "multiple": m,
        "receive_lag_p99_ms": p.get("receive_lag_us", {}).get("p99", 0) / 1000, "arrivals_unknown": p.get("arrivals_unknown"),
        "generator_busy": p.get("generator_busy"), "vm_steal_share": steal, "attempt": int(sys.argv[8]),
        "cgroup_throttled_ms": float(sys.argv[9]) if sys.argv[9] else None}
+speeds = {when: json.loads(text) for when, text in zip(("before", "after"), sys.argv[10:12]) if text.strip()}
+if speeds:
+    row["core_speed"] = speeds
 row.update(node)
 print(json.dumps(row))
 EOF

@@ -117,20 +117,18 @@ stop_isnd() { kill $isnd_pid 2>/dev/null; wait $isnd_pid 2>/dev/null; }
 # The speed of isnd's first core while nothing else runs there (bench/bench_cpu_speed, SPEED_S seconds):
 # the machine's own speed beside each sustained search, which a CPU-bound capacity follows. Empty when the
 # probe was not built (said here, once).
-speed_probe=$B/bench/bench_cpu_speed
-if [ ! -x "$speed_probe" ]; then
-  case " ${STAGES:-sustained} " in
-    *" sustained "*) echo "overload_device: no $speed_probe (make BUILD=$B $speed_probe): sustained searches go without the core's speed" >&2 ;;
-  esac
-  speed_probe=
-fi
-core_speed() {
-  [ -n "$speed_probe" ] && taskset -c "${ISND_CPUS%%[-,]*}" "$speed_probe" --seconds "${SPEED_S:-1}"
-}
-
-# What the machine took from a search (bench/machine_share.sh, as bench/overload_curve.sh takes it around a point).
+# What the machine took from a search, and its first core's speed (bench/machine_share.sh, as
+# bench/overload_curve.sh takes them around a point).
 # shellcheck source=bench/machine_share.sh
 . bench/machine_share.sh
+export SPEED_PROBE=$B/bench/bench_cpu_speed
+if [ ! -x "$SPEED_PROBE" ]; then
+  case " ${STAGES:-sustained} " in
+    *" sustained "*) echo "overload_device: no $SPEED_PROBE (make BUILD=$B $SPEED_PROBE): sustained searches and curves go without the core's speed" >&2 ;;
+  esac
+  SPEED_PROBE=
+fi
+first_isnd_cpu=${ISND_CPUS%%[-,]*}
 # search.json, the core's speed before and after, the steal share and the throttled milliseconds over the search
 # (machine_share.sh; empty: unknown): each search's JSON line with "core_speed": {before, after}, "vm_steal_share",
 # the share of the machine's CPU time its VM host took while the search ran, and "cgroup_throttled_ms", how long
@@ -192,7 +190,7 @@ for stage in ${STAGES:-sustained}; do
         for c in $CONFIGS; do
           max_var=MAX_$c; max=${!max_var:-250000}
           bin_var=ISND_$c; isnd_bin=${!bin_var:-}
-          speed_before=$(core_speed)
+          speed_before=$(core_speed "$first_isnd_cpu")
           start_isnd "$O/isnd-sustained-$c-$run.log" $(flags_of $c) || continue
           ticks_before=$(cpu_ticks) throttled_before=$(throttled_ns "$isnd_pid")
           search=(taskset -c "$BENCH_CPUS" "$B/bin/isn-bench" --target 127.0.0.1:7611 --queries "${QUERIES:-$D/short.queries.tsv}"
@@ -211,7 +209,7 @@ for stage in ${STAGES:-sustained}; do
           tail -1 "$O/sustained.txt"
           stop_isnd
           if [ -s "$O/search.json" ]; then
-            with_core_speed "$O/search.json" "$speed_before" "$(core_speed)" "$(steal_between "$ticks_before" "$ticks_after")" \
+            with_core_speed "$O/search.json" "$speed_before" "$(core_speed "$first_isnd_cpu")" "$(steal_between "$ticks_before" "$ticks_after")" \
               "$(throttled_ms_between "$throttled_before" "$throttled_after")" >>"$O/sustained.json"
           else
             echo "overload_device: the sustained search of $c (run $run) gave no result" >&2

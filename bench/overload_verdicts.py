@@ -31,8 +31,9 @@ A point whose node ran its CPU's first stage MACHINE_SLOWER times as long a job 
 overloaded point (bench/node_sheds.py: the same log's queries, all cores busy at both, so the machine's speed as
 the node's own work measures it; the worker's CPU time a job, cpu_retrieval_cpu_us_per_job, where the node samples
 it, since the wall time, cpu_retrieval_us_per_job, also holds the workers' waits for a core that the node's own
-threads cause) is judged all the same too, and its failures say how much slower the machine was. A sustained
-search is no such reference: its probes below capacity leave cores idle, and a CPU job runs faster beside idle
+threads cause), or, on a node with no CPU jobs (GPU-only), whose first core ran bench_cpu_speed's steps that much
+slower just before and after it (core_speed), is judged all the same too, and its failures say how much slower the
+machine was. A sustained search is no such reference: its probes below capacity leave cores idle, and a CPU job runs faster beside idle
 cores than beside busy ones (README: the H100 leases' measurements).
 A point or search during which the machine's VM host took STEAL_SHARE or more of its CPU time (vm_steal_share,
 from /proc/stat) is judged all the same too, and its failures say how much was taken: the machine, not the
@@ -83,8 +84,8 @@ def load(folders):
 
 
 def core_ns_per_step(run):
-    """The machine's speed beside a sustained search (overload_device.sh's core_speed: ns per step of
-    bench_cpu_speed before and after it, averaged), or None for a search measured without it."""
+    """The machine's speed beside a sustained search or a curve's point (core_speed: ns per step of bench_cpu_speed
+    on isnd's first core before and after it, averaged), or None for one measured without it."""
     speeds = [s["ns_per_step"] for s in run.get("core_speed", {}).values()]
     return sum(speeds) / len(speeds) if speeds else None
 
@@ -144,27 +145,40 @@ def throttle_note(row):
 
 
 def job_measure(rows):
-    """Which per-job time of the CPU's first stage measures the machine for these rows: the worker's CPU time where
-    every row that has a per-job time has it (a node that samples it), else the wall time (older nodes). The wall
+    """Which measure of the machine's speed these rows take: a per-job time of the CPU's first stage, the worker's CPU
+    time where every row that has a per-job time has it (a node that samples it), else the wall time (older nodes);
+    a node with no CPU jobs (GPU-only) takes its first core's speed around each point (core_speed). The wall
     time also holds the workers' waits for a core, which the node's own threads cause where they outnumber its
     cores (the CPU-only node's 12 workers and 4 loops on 12 CPUs): those grow with the load, not with the machine."""
     timed = [r for r in rows if r.get("cpu_retrieval_us_per_job")]
+    if not timed and any(r.get("core_speed") for r in rows):
+        return "core_ns_per_step"
     if timed and all(r.get("cpu_retrieval_cpu_us_per_job") for r in timed):
         return "cpu_retrieval_cpu_us_per_job"
     return "cpu_retrieval_us_per_job"
 
 
+def measured(row, measure):
+    """The row's value of a job_measure (a time: larger is slower), or None."""
+    return core_ns_per_step(row) if measure == "core_ns_per_step" else row.get(measure)
+
+
 def fastest_overloaded(rows, measure):
-    """The CPU's first stage per job at a curve's fastest point from 1.25x on (us), or None when no point carries it."""
-    return min((r[measure] for r in rows if r["multiple"] >= JUDGED[0] and r.get(measure)), default=None)
+    """The measure at a curve's fastest point from 1.25x on (us a CPU job, or ns a step), or None when no point
+    carries it."""
+    return min((measured(r, measure) for r in rows if r["multiple"] >= JUDGED[0] and measured(r, measure)), default=None)
 
 
 def machine_note(row, reference, measure):
-    """' (the machine was N% slower ...)' when the row's node took MACHINE_SLOWER times as long a CPU job as at the
-    curve's fastest overloaded point (reference, us), else ''."""
-    speed = row.get(measure)
+    """' (the machine was N% slower ...)' when the row's node took MACHINE_SLOWER times as long a CPU job, or its core
+    as long a step, as at the curve's fastest overloaded point (reference), else ''."""
+    speed = measured(row, measure)
     if not speed or not reference or speed < MACHINE_SLOWER * reference:
         return ""
+    if measure == "core_ns_per_step":
+        return " (the machine was %.0f%% slower than at the curve's fastest overloaded point: isnd's first core took " \
+               "%.3f ns a step of bench_cpu_speed around the point against %.3f ns)" % (
+                   100 * (speed / reference - 1), speed, reference)
     return " (the machine was %.0f%% slower than at the curve's fastest overloaded point: the CPU's first stage " \
            "took %.1f us %sa job against %.1f us)" % (100 * (speed / reference - 1), speed,
                                                       "of CPU time " if measure == "cpu_retrieval_cpu_us_per_job" else "",
@@ -225,6 +239,8 @@ def must_show_1(curves, deadlines, set_aside):
                 cells[str(m)][key + "_max"] = max((r[key] for r in at if r.get(key) is not None), default=None)
             for key in ("cpu_retrieval_us_per_job", "cpu_retrieval_cpu_us_per_job", "cpu_retrieval_wall_over_cpu"):
                 cells[str(m)][key + "_max"] = max((r[key] for r in at if r.get(key)), default=None)
+            cells[str(m)]["core_ns_per_step_max"] = max((core_ns_per_step(r) for r in at if r.get("core_speed")),
+                                                        default=None)
             if m in JUDGED and share < 0.9:
                 failures.append("%gx: on time %.3f of 1x%s" % (m, share, notes(share_at)))
             if p99 >= deadline:
@@ -240,8 +256,7 @@ def must_show_1(curves, deadlines, set_aside):
         result[config] = {"verdict": verdict(not failures and not missing, not missing), "failures": failures,
                           "verdict_where_the_generator_kept_up": verdict(kept_up, not missing),
                           "missing_multiples": missing, "points": cells,
-                          "fastest_overloaded_cpu_retrieval_us_per_job": reference,
-                          "cpu_job_measure": measure,
+                          "machine_measure": measure, "machine_measure_fastest_overloaded": reference,
                           "runs_set_aside_for_steal": set_aside.get(config, 0)}
     return result
 

@@ -5,8 +5,8 @@
 # lagged (named, with its lag), a failure while the VM's host took the machine's CPUs (named, with how much), a
 # failure during which the node's loops saw stalls (named, with how many) or its cgroup's quota stopped it (named,
 # with how long), a
-# failure while the node's own CPU work ran slower than at the curve's fastest overloaded point (named, with how
-# much), runs set aside for that steal (counted, not judged), a missing multiple (not measured, never met), the trivial query with requests not sent, sustained runs 13.9% apart or under a
+# failure while the node's own CPU work ran slower than at the curve's fastest overloaded point, or on a node without
+# CPU jobs while its first core did (named, with how much), runs set aside for that steal (counted, not judged), a missing multiple (not measured, never met), the trivial query with requests not sent, sustained runs 13.9% apart or under a
 # floor (and, where the searches carry the machine's speed, their spread at equal core speed), a spike that never recovers; and results split over two folders (two device calls) are read
 # together.
 set -euo pipefail
@@ -202,6 +202,21 @@ printf '{"label": "gpu_all", "sustained": {"rate": 256227}, "cgroup_throttled_ms
 expect "a spread with throttling named" "$(judge "$work/throttled-search" | python3 -c 'import json, sys; print("; ".join(json.load(sys.stdin)["must_show_3"]["gpu_all"]["failures"]))')" \
   "runs 24.2% apart; the node's cgroup CPU quota stopped it for 180.0, 0.0 ms during them"
 printf '{"label": "cpu", "sustained": {"rate": 56000}}\n' >>"$work/speeds/sustained.json"
+# a node with no CPU jobs to time (GPU-only) takes its first core's speed around each point as the machine's: a point
+# whose core ran 10% slower than at the curve's fastest overloaded point says so; a CPU job's time, where there is
+# one, stays the measure
+with_core_speed() { # file ns: every point without the core's speed gets it, before and after alike
+  sed -i "/core_speed/! s/}\$/, \"core_speed\": {\"before\": $(speed "$2"), \"after\": $(speed "$2")}}/" "$1"
+}
+curve "$work/core" cpu "$(point cpu 2 2.0 870 30.0 100 0.8 | sed "s/}\$/, \"core_speed\": {\"before\": $(speed 2.25), \"after\": $(speed 2.21)}}/")"
+with_core_speed "$work/core/overload-cpu.json" 2.02
+report=$(judge "$work/core")
+expect "a slower core named" "$(failures_of <<<"$report")" \
+  "2x: on time 0.870 of 1x (the machine was 10% slower than at the curve's fastest overloaded point: isnd's first core took 2.230 ns a step of bench_cpu_speed around the point against 2.020 ns)"
+expect "the core's speed in the cell" "$(cell_max core_ns_per_step <<<"$report")" 2.23
+cp -r "$work/core" "$work/core-and-jobs"
+with_cpu_job "$work/core-and-jobs/overload-cpu.json" 97.5
+expect "a CPU job's time is the measure where there is one" "$(judge "$work/core-and-jobs" | failures_of)" "2x: on time 0.870 of 1x"
 # a search that stopped at the ceiling it was given found a lower bound: not measured, and said why
 mkdir -p "$work/ceiling"
 printf '{"label": "gpu_all", "sustained": {"rate": 324210}}\n{"label": "gpu_all", "sustained": {"rate": 330000, "at_ceiling": true}}\n' \
