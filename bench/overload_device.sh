@@ -114,11 +114,10 @@ start_isnd() { # log, flags...
 
 stop_isnd() { kill $isnd_pid 2>/dev/null; wait $isnd_pid 2>/dev/null; }
 
-# The speed of isnd's first core while nothing else runs there (bench/bench_cpu_speed, SPEED_S seconds):
-# the machine's own speed beside each sustained search, which a CPU-bound capacity follows. Empty when the
-# probe was not built (said here, once).
-# What the machine took from a search, and its first core's speed (bench/machine_share.sh, as
-# bench/overload_curve.sh takes them around a point).
+# What the machine took from a search (bench/machine_share.sh, as bench/overload_curve.sh takes it around a point),
+# and the speed of isnd's first core while nothing else runs there (bench/bench_cpu_speed, SPEED_S seconds): the
+# machine's own speed beside each search and, through SPEED_PROBE, around each curve's point, which a CPU-bound
+# capacity follows. Empty when the probe was not built (said here, once).
 # shellcheck source=bench/machine_share.sh
 . bench/machine_share.sh
 export SPEED_PROBE=$B/bench/bench_cpu_speed
