@@ -43,6 +43,14 @@ static uint32_t flights_allowed(const sched_dispatcher *d) {
     return n < 1 ? 1 : n > SCHED_MAX_IN_FLIGHT ? SCHED_MAX_IN_FLIGHT : n;
 }
 
+/* When to send the next batch while the device runs others: the newest one's predicted end, less the
+ * time a send takes (its moving average) and SCHED_LAUNCH_AHEAD_MARGIN_NS. */
+static uint64_t launch_ahead_at(const sched_dispatcher *d) {
+    const sched_flight *newest = &d->flights[(d->oldest + d->in_flight - 1) % SCHED_MAX_IN_FLIGHT];
+    uint64_t lead = (uint64_t)d->launch_ns + SCHED_LAUNCH_AHEAD_MARGIN_NS;
+    return newest->predicted_end_ns > lead ? newest->predicted_end_ns - lead : 0;
+}
+
 /* The time since the dispatcher's last phase change went to `phase`. */
 static void phase_ends(isn_scheduler *s, sched_dispatcher *d, isn_dispatcher_phase phase) {
     uint64_t now = isn_now_ns();
@@ -144,6 +152,9 @@ static void launch(isn_scheduler *s, sched_dispatcher *d, uint32_t n, isn_flush_
     f->jobs = batch;
     f->n = n;
     f->fixed_ns = isn_batch_cost_fixed_ns(&s->batch_cost);
+    /* the device's time for it as whole batches' times have taught (the launch-ahead's clock: the jobs' own
+     * predictions are routing's, and each may be off where the batch's sum is not) */
+    double device_ns = f->fixed_ns + isn_batch_cost_per_job_ns(&s->batch_cost) * n;
     f->predicted_ns = f->fixed_ns;
     for (uint32_t i = 0; i < n; i++) f->predicted_ns += batch[i]->predicted_ns[ISN_DEVICE_GPU];
     release_held(s, f->predicted_ns - f->fixed_ns, n);
@@ -155,6 +166,13 @@ static void launch(isn_scheduler *s, sched_dispatcher *d, uint32_t n, isn_flush_
     ADD(s->batch_jobs, n);
     COUNT(s->batch_flush[reason]);
     f->start_ns = isn_now_ns();
+    /* the device runs it after the batches ahead of it (only this thread changes in_flight) */
+    uint64_t begins = f->start_ns;
+    if (d->in_flight) {
+        const sched_flight *ahead = &d->flights[(d->oldest + d->in_flight - 1) % SCHED_MAX_IN_FLIGHT];
+        if (ahead->predicted_end_ns > begins) begins = ahead->predicted_end_ns;
+    }
+    f->predicted_end_ns = begins + (uint64_t)device_ns;
     for (uint32_t i = 0; i < n; i++) {
         batch[i]->started_ns = f->start_ns;
         batch[i]->device = ISN_DEVICE_GPU;
@@ -171,6 +189,8 @@ static void launch(isn_scheduler *s, sched_dispatcher *d, uint32_t n, isn_flush_
         return;
     }
     int ticket = d->device->submit(d->device->state, batch, n, err, sizeof err);
+    double sent_ns = (double)(isn_now_ns() - f->start_ns);
+    d->launch_ns = d->launch_ns > 0 ? d->launch_ns + SCHED_LAUNCH_WEIGHT * (sent_ns - d->launch_ns) : sent_ns;
     while (ticket == GPU_DEVICE_BUSY && d->in_flight) {
         /* The device is being swapped: the batches in flight go first. */
         pthread_mutex_lock(&s->lock);
@@ -266,6 +286,20 @@ static void *dispatcher_main(void *arg) {
         device_policy.launch_ns = isn_batch_cost_fixed_ns(&s->batch_cost);
         bool flush = n && isn_batch_should_flush(&device_policy, d->batch, n, next_bytes, first_added, now, &reason,
                                                  &wait_until);
+        /* Launch-ahead: while the device runs a batch and has room for another, the next one is sent when the
+         * device is about to finish (launch_ahead_at), to run right after it with all that arrived meanwhile;
+         * its linger end does not send it earlier. Waiting for the batch ahead to land before forming the next,
+         * the dispatcher left the device idle for every send, and a batch sent at its linger end held fewer
+         * jobs: small batches pay the batch's fixed cost, on the device and on the host, more often a job. A
+         * full batch, one at its memory budget or one whose deadline is near still goes at once. */
+        bool ahead = d->in_flight && d->in_flight < flights_allowed(d);
+        uint64_t send_at = ahead ? launch_ahead_at(d) : 0;
+        bool hold = ahead && now < send_at;
+        if (ahead && n && (!flush || reason == ISN_FLUSH_LINGER)) {
+            flush = !hold;
+            reason = ISN_FLUSH_DEVICE;
+            if (hold && send_at < wait_until) wait_until = send_at;
+        }
         if (flush && d->in_flight < flights_allowed(d)) {
             phase_ends(s, d, ISN_DISPATCHER_FORMING);
             launch(s, d, n, reason);
@@ -277,14 +311,17 @@ static void *dispatcher_main(void *arg) {
         /* Nothing to launch now: the answers landed that nobody took are completed before the device or
          * the next job is waited for. */
         if (answer_leftovers(s, d)) continue;
-        if (d->in_flight) { /* the next batch must wait for the device, or is not due yet */
+        /* the device is about to be free, or has no room: the batch ahead is waited for and answered */
+        if (d->in_flight && !hold) {
             land_oldest(s, d);
             continue;
         }
+        /* nothing to send yet: until the batch's linger end or latest start, the launch-ahead time, or a job */
+        uint64_t wake_at = n ? wait_until : hold ? send_at : 0;
         struct timespec until;
-        sched_timespec_at(n ? wait_until : now + SCHED_IDLE_POLL_NS, &until);
+        sched_timespec_at(wake_at ? wake_at : now + SCHED_IDLE_POLL_NS, &until);
         d->sleeping = true;
-        d->sleeps_until_ns = n ? wait_until : 0;
+        d->sleeps_until_ns = wake_at;
         phase_ends(s, d, ISN_DISPATCHER_FORMING);
         pthread_cond_timedwait(&s->gpu_wake, &s->lock, &until);
         phase_ends(s, d, ISN_DISPATCHER_SLEEPING);

@@ -396,6 +396,9 @@ typedef struct {
     uint32_t completed_at_submit[8];
     isn_job *const *flights[4];
     uint32_t sizes[4];
+    uint64_t device_ns;          /* when set: each batch takes the device this long, after the one before it */
+    uint64_t ends[4], last_end;  /* ... and ends then (a complete waits for its batch's end) */
+    uint32_t submit_sizes[8];    /* the first batches' sizes */
 } async_device;
 
 static uint32_t async_tickets(const async_device *a) { return a->tickets ? a->tickets : 2; }
@@ -420,6 +423,11 @@ static int async_submit(void *state, isn_job *const *jobs, uint32_t n, char *err
     }
     a->flights[ticket] = jobs;
     a->sizes[ticket] = n;
+    if (a->submits < 8) a->submit_sizes[a->submits] = n;
+    if (a->device_ns) {
+        uint64_t now = isn_now_ns();
+        a->ends[ticket] = a->last_end = (a->last_end > now ? a->last_end : now) + a->device_ns;
+    }
     if (a->answers && a->submits < 8) {
         pthread_mutex_lock(&a->answers->lock);
         a->completed_at_submit[a->submits] = a->answers->completed;
@@ -434,6 +442,13 @@ static int async_submit(void *state, isn_job *const *jobs, uint32_t n, char *err
 
 static int async_complete(void *state, int ticket, char *err, size_t err_len) {
     async_device *a = state;
+    if (a->device_ns && ticket >= 0 && ticket < 4) {
+        pthread_mutex_lock(&a->lock);
+        uint64_t end = a->ends[ticket];
+        pthread_mutex_unlock(&a->lock);
+        for (uint64_t now = isn_now_ns(); now < end; now = isn_now_ns())
+            nanosleep(&(struct timespec){.tv_sec = 0, .tv_nsec = (long)(end - now)}, NULL);
+    }
     pthread_mutex_lock(&a->lock);
     if (ticket < 0 || (uint32_t)ticket >= async_tickets(a) || !a->flights[ticket]) {
         pthread_mutex_unlock(&a->lock);
@@ -571,6 +586,46 @@ static void the_next_batch_launches_before_the_landed_answers(void **state) {
     assert_int_equal(a.submits, 3);
     assert_int_equal(a.completed_at_submit[2], 0);
     for (uint32_t i = 0; i < 12; i++) assert_true(jobs[i].done);
+}
+
+/* Launch-ahead: while the device runs a batch (100 ms, as the batch cost's prior says), the next one is sent
+ * as the device is about to finish it, holding all that arrived meanwhile, and runs right after it (two in
+ * flight, reason "device"). Sent at its linger end (2 ms) it would have held the first of those jobs alone;
+ * sent once the batch ahead had landed, it left the device idle while it was sent (one in flight). */
+static void the_next_batch_is_sent_as_the_device_ends_the_one_before(void **state) {
+    (void)state;
+    harness h;
+    isn_scheduler_config config;
+    harness_config(&h, &config);
+    const uint64_t batch_ns = 100000000;
+    async_device a = {.lock = PTHREAD_MUTEX_INITIALIZER, .changed = PTHREAD_COND_INITIALIZER, .all_queued = true,
+                      .device_ns = batch_ns};
+    isn_gpu_device gpu;
+    attach_pipelined(&config, &a, &gpu);
+    gpu.max_batch = config.batch.max_batch = 64;
+    config.batch.linger_ns = 2000000;
+    config.batch.launch_ns = (double)batch_ns;
+    isn_scheduler *s = harness_start(&config);
+    static test_job jobs[11];
+    for (uint32_t i = 0; i < 11; i++) {
+        small_job(&jobs[i], 0);
+        jobs[i].job.placement = ISN_PLACE_GPU;
+        assert_int_equal(isn_scheduler_submit(s, &jobs[i].job), ISN_SUBMIT_QUEUED);
+        for (bool sent = i > 0; !sent; nanosleep(&(struct timespec){.tv_sec = 0, .tv_nsec = 1000000}, NULL)) {
+            pthread_mutex_lock(&a.lock);
+            sent = a.submits > 0;
+            pthread_mutex_unlock(&a.lock);
+        }
+        nanosleep(&(struct timespec){.tv_sec = 0, .tv_nsec = 5000000}, NULL); /* ten more within 50 ms */
+    }
+    harness_wait(&h, &h.completed, 11);
+    isn_scheduler_stats stats = scheduler_stats(s);
+    isn_scheduler_stop(s);
+    assert_int_equal(a.jobs_answered, 11);
+    assert_int_equal(a.submits, 2);
+    assert_int_equal(a.submit_sizes[1], 10);
+    assert_int_equal(a.most_in_flight, 2);
+    assert_int_equal(stats.batch_flush[ISN_FLUSH_DEVICE], 1);
 }
 
 /* A batch fails while the next one is on the device: the device is rested, the failed batch's jobs
@@ -2032,6 +2087,7 @@ int main(void) {
         cmocka_unit_test(many_jobs_many_workers_all_complete),
         cmocka_unit_test(gpu_batches_overlap_on_a_pipelined_device),
         cmocka_unit_test(four_batches_on_a_device_of_four_streams),
+        cmocka_unit_test(the_next_batch_is_sent_as_the_device_ends_the_one_before),
         cmocka_unit_test(batch_in_flight_answered_when_the_one_before_fails),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
