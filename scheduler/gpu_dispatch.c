@@ -292,7 +292,7 @@ static void *dispatcher_main(void *arg) {
          * the dispatcher left the device idle for every send, and a batch sent at its linger end held fewer
          * jobs: small batches pay the batch's fixed cost, on the device and on the host, more often a job. A
          * full batch, one at its memory budget or one whose deadline is near still goes at once. */
-        bool ahead = d->in_flight && d->in_flight < flights_allowed(d);
+        bool ahead = policy->launch_ahead && d->in_flight && d->in_flight < flights_allowed(d);
         uint64_t send_at = ahead ? launch_ahead_at(d) : 0;
         bool hold = ahead && now < send_at;
         if (ahead && n && (!flush || reason == ISN_FLUSH_LINGER)) {

@@ -37,7 +37,8 @@ void isn_scheduler_config_default(isn_scheduler_config *config) {
                                        .memory_budget = 256u << 20,
                                        .linger_ns = 200000,
                                        .safety_ns = 1000000,
-                                       .launch_ns = 8500};
+                                       .launch_ns = 8500,
+                                       .launch_ahead = true};
     config->gpu_rest_ns = 1000000000ull;
     isn_gpu_sim_config_default(&config->simulated);
 }

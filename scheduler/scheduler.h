@@ -214,6 +214,7 @@ typedef struct {
     uint64_t linger_ns;   /* longest wait for more jobs after the first */
     uint64_t safety_ns;   /* slack kept before the earliest deadline */
     double launch_ns;     /* fixed cost of one batch */
+    bool launch_ahead;    /* while the device runs a batch, send the next as it is about to finish (not at linger) */
 } isn_batch_policy;
 
 typedef enum { ISN_OVERLOAD_SHED, ISN_OVERLOAD_DEGRADE } isn_overload_policy;

@@ -591,9 +591,9 @@ static void the_next_batch_launches_before_the_landed_answers(void **state) {
 /* Launch-ahead: while the device runs a batch (100 ms, as the batch cost's prior says), the next one is sent
  * as the device is about to finish it, holding all that arrived meanwhile, and runs right after it (two in
  * flight, reason "device"). Sent at its linger end (2 ms) it would have held the first of those jobs alone;
- * sent once the batch ahead had landed, it left the device idle while it was sent (one in flight). */
-static void the_next_batch_is_sent_as_the_device_ends_the_one_before(void **state) {
-    (void)state;
+ * sent once the batch ahead had landed, as it is with launch_ahead off, it left the device idle while it was
+ * sent (one in flight). */
+static void run_launch_ahead(bool launch_ahead) {
     harness h;
     isn_scheduler_config config;
     harness_config(&h, &config);
@@ -605,6 +605,7 @@ static void the_next_batch_is_sent_as_the_device_ends_the_one_before(void **stat
     gpu.max_batch = config.batch.max_batch = 64;
     config.batch.linger_ns = 2000000;
     config.batch.launch_ns = (double)batch_ns;
+    config.batch.launch_ahead = launch_ahead;
     isn_scheduler *s = harness_start(&config);
     static test_job jobs[11];
     for (uint32_t i = 0; i < 11; i++) {
@@ -624,8 +625,18 @@ static void the_next_batch_is_sent_as_the_device_ends_the_one_before(void **stat
     assert_int_equal(a.jobs_answered, 11);
     assert_int_equal(a.submits, 2);
     assert_int_equal(a.submit_sizes[1], 10);
-    assert_int_equal(a.most_in_flight, 2);
-    assert_int_equal(stats.batch_flush[ISN_FLUSH_DEVICE], 1);
+    assert_int_equal(a.most_in_flight, launch_ahead ? 2 : 1);
+    assert_int_equal(stats.batch_flush[ISN_FLUSH_DEVICE], launch_ahead ? 1 : 0);
+}
+
+static void the_next_batch_is_sent_as_the_device_ends_the_one_before(void **state) {
+    (void)state;
+    run_launch_ahead(true);
+}
+
+static void without_launch_ahead_the_next_batch_waits_for_the_landing(void **state) {
+    (void)state;
+    run_launch_ahead(false);
 }
 
 /* A batch fails while the next one is on the device: the device is rested, the failed batch's jobs
@@ -2088,6 +2099,7 @@ int main(void) {
         cmocka_unit_test(gpu_batches_overlap_on_a_pipelined_device),
         cmocka_unit_test(four_batches_on_a_device_of_four_streams),
         cmocka_unit_test(the_next_batch_is_sent_as_the_device_ends_the_one_before),
+        cmocka_unit_test(without_launch_ahead_the_next_batch_waits_for_the_landing),
         cmocka_unit_test(batch_in_flight_answered_when_the_one_before_fails),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
