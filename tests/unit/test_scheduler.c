@@ -588,7 +588,7 @@ static void the_next_batch_launches_before_the_landed_answers(void **state) {
     for (uint32_t i = 0; i < 12; i++) assert_true(jobs[i].done);
 }
 
-/* Launch-ahead: while the device runs a batch (100 ms, as the batch cost's prior says), the next one is sent
+/* Launch-ahead: while the device runs a batch (150 ms, as the batch cost's prior says), the next one is sent
  * as the device is about to finish it, holding all that arrived meanwhile, and runs right after it (two in
  * flight, reason "device"). Sent at its linger end (2 ms) it would have held the first of those jobs alone;
  * sent once the batch ahead had landed, as it is with launch_ahead off, it left the device idle while it was
@@ -597,7 +597,7 @@ static void run_launch_ahead(bool launch_ahead) {
     harness h;
     isn_scheduler_config config;
     harness_config(&h, &config);
-    const uint64_t batch_ns = 100000000;
+    const uint64_t batch_ns = 150000000;
     async_device a = {.lock = PTHREAD_MUTEX_INITIALIZER, .changed = PTHREAD_COND_INITIALIZER, .all_queued = true,
                       .device_ns = batch_ns};
     isn_gpu_device gpu;
@@ -617,7 +617,7 @@ static void run_launch_ahead(bool launch_ahead) {
             sent = a.submits > 0;
             pthread_mutex_unlock(&a.lock);
         }
-        nanosleep(&(struct timespec){.tv_sec = 0, .tv_nsec = 5000000}, NULL); /* ten more within 50 ms */
+        nanosleep(&(struct timespec){.tv_sec = 0, .tv_nsec = 2000000}, NULL); /* ten more, well within 150 ms */
     }
     harness_wait(&h, &h.completed, 11);
     isn_scheduler_stats stats = scheduler_stats(s);
