@@ -4,9 +4,10 @@
 share answered within 1 ms of arrival, the p99 (the upper bound of the histogram bucket that holds
 it), and where the scheduler refused them (at HEADERS, on arrival by CoDel's bound, unprepared after
 a wait, by routing once prepared); the loops' iterations, with how many took over 1 ms, and the stalls
-they saw; and the CPU's first stage per job (its wall time, and on the jobs isnd samples its worker's CPU
+they saw; the CPU's first stage per job (its wall time, and on the jobs isnd samples its worker's CPU
 time, which leaves out the waits for a core that the node's own threads cause), the machine's speed as the
-node's own work measures it.
+node's own work measures it; the GPU batches sent, by why, and their mean size; and the process's CPU time
+beside the loops' busy time (what is left is mostly the workers' and the dispatchers').
 The client's view (isn-bench's shed_latency_us) adds the network and the load generator's own delays.
 
     python3 bench/node_sheds.py before.prom after.prom
@@ -76,6 +77,14 @@ def main():
     sampled_jobs = delta("isn_search_retrieval_sampled_jobs_total")
     sampled_cpu = delta('isn_search_retrieval_sampled_seconds_total{clock="cpu"}')
     sampled_wall = delta('isn_search_retrieval_sampled_seconds_total{clock="wall"}')
+    # GPU batches by why they were sent (isn_scheduler_batches_total{reason}): a batch's fixed cost, on the device
+    # and on the host, falls on fewer jobs when batches are small
+    batches_by_reason = {}
+    for name in after:
+        m = re.fullmatch(r'isn_scheduler_batches_total\{reason="([^"]+)"\}', name)
+        if m and delta(name):
+            batches_by_reason[m.group(1)] = int(delta(name))
+    batches = sum(batches_by_reason.values())
     print(json.dumps({
         "node_shed": int(count),
         "node_shed_within_1ms_share": round(within_1ms / count, 4) if count else None,
@@ -112,6 +121,11 @@ def main():
             round(sampled_cpu / sampled_jobs * 1e6, 2) if sampled_jobs >= MIN_SAMPLED_JOBS and sampled_cpu > 0 else None,
         "cpu_retrieval_wall_over_cpu":
             round(sampled_wall / sampled_cpu, 3) if sampled_jobs >= MIN_SAMPLED_JOBS and sampled_cpu > 0 else None,
+        "gpu_batches": batches,
+        "gpu_batches_by_reason": batches_by_reason,
+        "gpu_batch_jobs_mean": round(delta("isn_scheduler_batch_jobs_total") / batches, 1) if batches else None,
+        "process_cpu_seconds": round(delta("process_cpu_seconds_total"), 3),
+        "loop_busy_seconds": round(sum(delta(name) for name in after if name.startswith("isn_loop_busy_seconds_total{")), 3),
     }))
 
 
