@@ -22,6 +22,9 @@
 #define AGG_RELOAD_MAX_WAIT_NS 1000000000LL
 /* Aggregators a request may pass (isn-via) before it is refused as a loop: a tier of tiers has a few. */
 #define AGG_MAX_HOPS 8
+/* how long isn-agg's start waits for a replica's Info: one that accepts connections and never answers must not
+ * hold the start (and its "started:" line) */
+#define AGG_START_INFO_TIMEOUT_MS 2000
 /* A replica that answered RESOURCE_EXHAUSTED gets no retry or hedge for this long, doubled while it
  * keeps shedding, up to the maximum; an OK answer starts it over. */
 #define AGG_SHED_BACKOFF_MIN_MS 50

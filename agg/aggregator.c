@@ -83,14 +83,19 @@ void agg_fetch_partition_info(agg *a) {
             }
             isn_grpc_info_reply info;
             char err[256];
-            if (isn_grpc_info(r->client, NULL, 0, false, &info, err, sizeof err) == 0 && info.status == 0) {
+            if (isn_grpc_info(r->client, NULL, 0, false, AGG_START_INFO_TIMEOUT_MS, &info, err, sizeof err) == 0 &&
+                info.status == 0) {
                 p->num_docs = info.num_docs;
                 p->total_doc_len = info.total_doc_len;
                 p->have_info = true;
                 agg_replica_generation_seen(a, pi, i, info.generation, "Info");
                 log_info("partition %u: %llu documents (from %s)", pi, (unsigned long long)info.num_docs, r->address);
-            } else
+            } else {
                 agg_replica_eject(a, r, "no answer to Info at start");
+                /* a peer that did not answer in time may never: the probes connect again */
+                isn_grpc_close(r->client);
+                r->client = NULL;
+            }
             isn_grpc_info_reply_free(&info);
         }
         if (!p->have_info) log_warn("partition %u: no replica answered Info yet", pi);

@@ -213,8 +213,9 @@ typedef struct {
     uint32_t num_term_infos;
 } isn_grpc_info_reply;
 
-/* Blocking Info; statistics of `terms` too (analyzed first when `analyze`). */
-int isn_grpc_info(isn_grpc_client *client, const char *const *terms, uint32_t num_terms, bool analyze,
+/* Blocking Info; statistics of `terms` too (analyzed first when `analyze`). Waits up to timeout_ms for the
+ * answer (-1: no limit); past it the call is cancelled and -1 returned with err. */
+int isn_grpc_info(isn_grpc_client *client, const char *const *terms, uint32_t num_terms, bool analyze, int timeout_ms,
                   isn_grpc_info_reply *reply, char *err, size_t err_len);
 void isn_grpc_info_reply_free(isn_grpc_info_reply *reply);
 

@@ -264,7 +264,7 @@ void isn_grpc_search_reply_free(isn_grpc_search_reply *reply) {
 
 /* ------------------------------------------------------------------ Info and Health */
 
-int isn_grpc_info(isn_grpc_client *client, const char *const *terms, uint32_t num_terms, bool analyze,
+int isn_grpc_info(isn_grpc_client *client, const char *const *terms, uint32_t num_terms, bool analyze, int timeout_ms,
                   isn_grpc_info_reply *reply, char *err, size_t err_len) {
     memset(reply, 0, sizeof *reply);
     Isn__V1__InfoRequest message = ISN__V1__INFO_REQUEST__INIT;
@@ -272,8 +272,8 @@ int isn_grpc_info(isn_grpc_client *client, const char *const *terms, uint32_t nu
     message.terms = (char **)terms;
     message.analyze = analyze;
     isn_grpc_client_call *call =
-        wait_finished(client, start_message(client, "/isn.v1.Search/Info", &message.base, 0, NULL, NULL, err, err_len), -1, err,
-                      err_len);
+        wait_finished(client, start_message(client, "/isn.v1.Search/Info", &message.base, 0, NULL, NULL, err, err_len),
+                      timeout_ms, err, err_len);
     if (!call) return -1;
     Isn__V1__InfoResponse *response =
         take_reply(call, &isn__v1__info_response__descriptor, &reply->status, reply->message, sizeof reply->message);

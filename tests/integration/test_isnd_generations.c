@@ -194,7 +194,7 @@ static void *query_loop(void *arg) {
 static void info_generation(isn_grpc_client *client, char *out, size_t len) {
     isn_grpc_info_reply info;
     char err[256];
-    if (isn_grpc_info(client, NULL, 0, false, &info, err, sizeof err) != 0 || info.status != 0)
+    if (isn_grpc_info(client, NULL, 0, false, -1, &info, err, sizeof err) != 0 || info.status != 0)
         fail_msg("Info: %s", err);
     snprintf(out, len, "%s", info.generation);
     if (!info.generation_built_unix) fail_msg("Info carries no generation build time");

@@ -397,7 +397,7 @@ static void test_isnd_info(void **state) {
     const char *terms[] = {"wind", "Running", "the", "zzz"};
     isn_grpc_info_reply reply;
     char err[256];
-    assert_int_equal(isn_grpc_info(s->client, terms, 4, true, &reply, err, sizeof err), 0);
+    assert_int_equal(isn_grpc_info(s->client, terms, 4, true, -1, &reply, err, sizeof err), 0);
     assert_int_equal(reply.status, 0);
     assert_int_equal(reply.num_docs, NUM_DOCS);
     assert_int_equal(reply.num_docs, info->num_docs);
@@ -431,8 +431,8 @@ static void test_agg_info(void **state) {
     const char *terms[] = {"wind"};
     isn_grpc_info_reply tier, partition;
     char err[256];
-    assert_int_equal(isn_grpc_info(servers[ISND].client, NULL, 0, false, &partition, err, sizeof err), 0);
-    assert_int_equal(isn_grpc_info(s->client, terms, 1, true, &tier, err, sizeof err), 0);
+    assert_int_equal(isn_grpc_info(servers[ISND].client, NULL, 0, false, -1, &partition, err, sizeof err), 0);
+    assert_int_equal(isn_grpc_info(s->client, terms, 1, true, -1, &tier, err, sizeof err), 0);
     assert_int_equal(tier.status, 0);
     assert_int_equal(tier.num_docs, NUM_DOCS);
     assert_int_equal(tier.total_doc_len, partition.total_doc_len);

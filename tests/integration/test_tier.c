@@ -100,7 +100,7 @@ static void collect_global_stats(isn_grpc_client *const *parts, const char *text
     for (int p = 0; p < PARTITIONS; p++) {
         isn_grpc_info_reply info;
         char err[256];
-        if (isn_grpc_info(parts[p], &text, 1, true, &info, err, sizeof err) != 0 || info.status != 0)
+        if (isn_grpc_info(parts[p], &text, 1, true, -1, &info, err, sizeof err) != 0 || info.status != 0)
             fail_msg("Info of partition %d: %s %s", p, err, info.message);
         g->num_docs += info.num_docs;
         g->total_len += info.total_doc_len;

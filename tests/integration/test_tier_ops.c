@@ -7,11 +7,16 @@
  *    partition go away and come back, with the stock Python grpcio client;
  *  - SIGHUP under load adds a replica from the configuration file with zero failed queries; the old
  *    replica then stops and every query still answers completely (through the new one);
- *  - SIGHUP with a broken file keeps the aggregator and its configuration. */
+ *  - SIGHUP with a broken file keeps the aggregator and its configuration;
+ *  - a replica address that accepts connections and never answers does not hold isn-agg's start. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -284,6 +289,31 @@ static void test_sighup_with_a_bad_file_keeps_everything(void **state) {
     isn_grpc_close(c);
 }
 
+/* A replica address where something accepts connections and never answers (a listener that never accepts):
+ * isn-agg's start gives up on its Info after AGG_START_INFO_TIMEOUT_MS, takes it out and starts with the other
+ * partition. Without the limit its start waited for ever. */
+static void test_a_replica_that_never_answers_does_not_hold_the_start(void **state) {
+    (void)state;
+    if (aggregator.pid > 0) assert_int_equal(harness_stop(&aggregator), 0);
+    int silent = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(silent >= 0);
+    struct sockaddr_in at = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof at;
+    assert_int_equal(bind(silent, (struct sockaddr *)&at, sizeof at), 0);
+    assert_int_equal(listen(silent, 16), 0);
+    assert_int_equal(getsockname(silent, (struct sockaddr *)&at, &len), 0);
+    char p0[64], p1[64];
+    snprintf(p0, sizeof p0, "127.0.0.1:%d", ntohs(at.sin_port));
+    snprintf(p1, sizeof p1, "127.0.0.1:%d", ports[1]);
+    write_config(p0, p1);
+    const char *none[] = {NULL};
+    const char *extra[] = {"--config", config_path, NULL};
+    assert_int_equal(harness_start_agg(&aggregator, none, extra), 0);
+    assert_true(harness_log_has(&aggregator, "taken out: no answer to Info at start"));
+    assert_true(harness_log_has(&aggregator, "partition 1: "));
+    close(silent);
+}
+
 int main(int argc, char **argv) {
     (void)argc;
     setenv("ISN_TEST_ARGV0", argv[0], 1);
@@ -293,6 +323,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_grpcio_watch_and_reflection),
         cmocka_unit_test(test_sighup_adds_a_replica_under_load),
         cmocka_unit_test(test_sighup_with_a_bad_file_keeps_everything),
+        cmocka_unit_test(test_a_replica_that_never_answers_does_not_hold_the_start),
     };
     return cmocka_run_group_tests_name("tier_ops", tests, setup, teardown);
 }

@@ -52,7 +52,7 @@ bool support_wait_generation(isn_grpc_client *client, const char *want, int time
     for (int64_t deadline = harness_now_ms() + timeout_ms; harness_now_ms() < deadline; harness_sleep_ms(20)) {
         isn_grpc_info_reply info;
         char err[256];
-        if (isn_grpc_info(client, NULL, 0, false, &info, err, sizeof err) != 0) continue;
+        if (isn_grpc_info(client, NULL, 0, false, -1, &info, err, sizeof err) != 0) continue;
         bool now = info.status == 0 && !strcmp(info.generation, want);
         isn_grpc_info_reply_free(&info);
         if (now) return true;
