@@ -43,10 +43,15 @@ static uint32_t flights_allowed(const sched_dispatcher *d) {
     return n < 1 ? 1 : n > SCHED_MAX_IN_FLIGHT ? SCHED_MAX_IN_FLIGHT : n;
 }
 
+/* The batch sent last of those in flight (in_flight > 0). */
+static const sched_flight *newest_flight(const sched_dispatcher *d) {
+    return &d->flights[(d->oldest + d->in_flight - 1) % SCHED_MAX_IN_FLIGHT];
+}
+
 /* When to send the next batch while the device runs others: the newest one's predicted end, less the
  * time a send takes (its moving average) and SCHED_LAUNCH_AHEAD_MARGIN_NS. */
 static uint64_t launch_ahead_at(const sched_dispatcher *d) {
-    const sched_flight *newest = &d->flights[(d->oldest + d->in_flight - 1) % SCHED_MAX_IN_FLIGHT];
+    const sched_flight *newest = newest_flight(d);
     uint64_t lead = (uint64_t)d->launch_ns + SCHED_LAUNCH_AHEAD_MARGIN_NS;
     return newest->predicted_end_ns > lead ? newest->predicted_end_ns - lead : 0;
 }
@@ -168,10 +173,7 @@ static void launch(isn_scheduler *s, sched_dispatcher *d, uint32_t n, isn_flush_
     f->start_ns = isn_now_ns();
     /* the device runs it after the batches ahead of it (only this thread changes in_flight) */
     uint64_t begins = f->start_ns;
-    if (d->in_flight) {
-        const sched_flight *ahead = &d->flights[(d->oldest + d->in_flight - 1) % SCHED_MAX_IN_FLIGHT];
-        if (ahead->predicted_end_ns > begins) begins = ahead->predicted_end_ns;
-    }
+    if (d->in_flight && newest_flight(d)->predicted_end_ns > begins) begins = newest_flight(d)->predicted_end_ns;
     f->predicted_end_ns = begins + (uint64_t)device_ns;
     for (uint32_t i = 0; i < n; i++) {
         batch[i]->started_ns = f->start_ns;
