@@ -2,26 +2,49 @@
 
 #include "tests/support/files.h"
 
+/* The lowest port the kernel hands out on its own (to connect()ing clients and to port-0 listeners). */
+static int ephemeral_low(void) {
+    int low = 32768, high = 0;
+    FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+    if (f) {
+        if (fscanf(f, "%d %d", &low, &high) != 2) low = 32768;
+        fclose(f);
+    }
+    return low;
+}
+
 int support_free_ports(int *ports, int n) {
-    int fds[16];
     if (n < 1 || n > 16) return -1;
-    int opened = 0, rc = 0;
-    for (; opened < n; opened++) { /* each held bound until all are picked: n distinct ports */
+    /* Below the ephemeral range: a port the kernel picked could be taken, between the pick and the daemon's
+     * listen, by any process's outgoing connection or port-0 listener; one chosen here only by a process
+     * choosing the same way. Randomised so that tests running side by side start far apart. */
+    int first = 10000, span = ephemeral_low() - first;
+    if (span < 1000) {
+        first = 1024;
+        span = ephemeral_low() - first;
+    }
+    if (span < 16) return -1;
+    uint64_t state = (uint64_t)getpid() * 0x9e3779b97f4a7c15ull ^ (uint64_t)time(NULL) ^ (uint64_t)clock();
+    int fds[16], opened = 0;
+    for (int tries = 0; opened < n && tries < 4096; tries++) { /* each held bound until all are picked */
+        state += 0x9e3779b97f4a7c15ull;
+        uint64_t z = (state ^ (state >> 30)) * 0xbf58476d1ce4e5b9ull;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+        int port = first + (int)((z ^ (z >> 31)) % (uint64_t)span);
         /* on the wildcard: a port free there is free on every address, so a daemon may listen on it at 0.0.0.0
          * too, where a loopback port can be held by other sockets (TIME_WAIT ones from 127.0.0.x clients) */
-        struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_ANY)};
-        socklen_t len = sizeof addr;
-        int fd = fds[opened] = socket(AF_INET, SOCK_STREAM, 0);
-        if (fd < 0 || bind(fd, (struct sockaddr *)&addr, sizeof addr) != 0 ||
-            getsockname(fd, (struct sockaddr *)&addr, &len) != 0) {
-            if (fd >= 0) close(fd);
-            rc = -1;
-            break;
+        struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_ANY), .sin_port = htons((uint16_t)port)};
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        if (fd < 0) break;
+        if (bind(fd, (struct sockaddr *)&addr, sizeof addr) != 0) {
+            close(fd);
+            continue;
         }
-        ports[opened] = ntohs(addr.sin_port);
+        fds[opened] = fd;
+        ports[opened++] = port;
     }
     for (int i = 0; i < opened; i++) close(fds[i]);
-    return rc;
+    return opened == n ? 0 : -1;
 }
 
 int support_free_port(void) {

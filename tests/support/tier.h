@@ -28,10 +28,11 @@ typedef struct {
     char qrels_path[PATH_MAX];
 } tier_queries;
 
-/* A TCP port free on every address of this host (bound on the wildcard, read, closed), or -1. */
+/* A TCP port free on every address of this host (bound on the wildcard, then closed), drawn at random below
+ * the kernel's ephemeral range, or -1. */
 int support_free_port(void);
-/* n (at most 16) distinct such ports into ports; 0, or -1. Calls of support_free_port may return one port
- * twice: the first is closed before the second is picked. */
+/* n (at most 16) distinct such ports into ports; 0, or -1. Two calls of support_free_port may (rarely) return
+ * one port twice: the first is closed before the second is picked. */
 int support_free_ports(int *ports, int n);
 /* Whether a line of the file at path contains needle. */
 bool support_file_has(const char *path, const char *needle);
