@@ -72,11 +72,14 @@ static void answered(isn_scheduler *s, sched_dispatcher *d, sched_flight *f, int
     uint64_t took = end > began ? end - began : 1;
     d->device_free_ns = end;
     ADD(s->busy_ns[ISN_DEVICE_GPU], took);
+    /* A landing the launch-ahead deferred came after the device's end by an unknown time: it may teach a
+     * shorter time than predicted, never a longer one, or the hold would lengthen the time it holds for. */
+    bool measured = !f->landing_deferred || (double)took <= f->device_ns;
     if (rc == 0) {
         /* One job of a batch at most teaches the model its share of the batch time past the fixed part
          * (isn_gpu_lesson_of), and the scale the batch's error (sched_learn_spaced); which job rotates. */
         uint32_t learner = (uint32_t)(LOAD(s->batches) % n);
-        if (sched_learn_claim(s, ISN_DEVICE_GPU, end)) {
+        if (measured && sched_learn_claim(s, ISN_DEVICE_GPU, end)) {
             isn_gpu_lesson lesson = isn_gpu_lesson_of((double)took, f->fixed_ns, f->predicted_ns,
                                                       batch[learner]->predicted_ns[ISN_DEVICE_GPU], n);
             sched_learn_spaced(s, ISN_DEVICE_GPU, &batch[learner]->features, lesson.cost_ns, lesson.wall_ns,
@@ -87,11 +90,11 @@ static void answered(isn_scheduler *s, sched_dispatcher *d, sched_flight *f, int
         sched_open_landing(s, d, batch, n);
         pthread_mutex_lock(&s->lock);
         /* The GPU's error as routing sees it: a whole batch's predicted time against its time. */
-        if (s->batch_cost.batches >= SCHED_BATCH_WARM_UP) {
+        if (measured && s->batch_cost.batches >= SCHED_BATCH_WARM_UP) {
             s->batch_ape_sum += fabs(f->predicted_ns - (double)took) / (double)took;
             s->batch_ape_count++;
         }
-        isn_batch_cost_learn(&s->batch_cost, n, (double)took);
+        if (measured) isn_batch_cost_learn(&s->batch_cost, n, (double)took);
         s->gpu_inflight_ns -= f->predicted_ns;
         if (s->gpu_inflight_ns < 0) s->gpu_inflight_ns = 0;
         s->gpu_inflight_jobs -= n;
@@ -128,6 +131,19 @@ static void land_oldest(isn_scheduler *s, sched_dispatcher *d) {
     phase_ends(s, d, ISN_DISPATCHER_LANDING);
     answered(s, d, f, rc, d->phase_from_ns, err);
     phase_ends(s, d, ISN_DISPATCHER_ANSWERING);
+    /* The batches still in flight run after this one's measured end, not its predicted one, for the time the
+     * batch cost says now: each predicted end was built on the one before, so a batch cost that overestimated
+     * would otherwise push them ever later (and the launch-ahead's hold with them) for as long as the device
+     * kept a batch. */
+    uint64_t ahead_ends = d->device_free_ns;
+    double fixed_ns = isn_batch_cost_fixed_ns(&s->batch_cost), per_job_ns = isn_batch_cost_per_job_ns(&s->batch_cost);
+    for (uint32_t i = 0; i < d->in_flight; i++) {
+        sched_flight *g = &d->flights[(d->oldest + i) % SCHED_MAX_IN_FLIGHT];
+        g->device_ns = fixed_ns + per_job_ns * g->n;
+        uint64_t begins = g->start_ns > ahead_ends ? g->start_ns : ahead_ends;
+        g->predicted_end_ns = begins + (uint64_t)g->device_ns;
+        ahead_ends = g->predicted_end_ns;
+    }
 }
 
 /* Locked: completes what nobody took of the dispatcher's landed answers (sched_open_landing), unlocked
@@ -159,7 +175,8 @@ static void launch(isn_scheduler *s, sched_dispatcher *d, uint32_t n, isn_flush_
     f->fixed_ns = isn_batch_cost_fixed_ns(&s->batch_cost);
     /* the device's time for it as whole batches' times have taught (the launch-ahead's clock: the jobs' own
      * predictions are routing's, and each may be off where the batch's sum is not) */
-    double device_ns = f->fixed_ns + isn_batch_cost_per_job_ns(&s->batch_cost) * n;
+    f->device_ns = f->fixed_ns + isn_batch_cost_per_job_ns(&s->batch_cost) * n;
+    f->landing_deferred = false;
     f->predicted_ns = f->fixed_ns;
     for (uint32_t i = 0; i < n; i++) f->predicted_ns += batch[i]->predicted_ns[ISN_DEVICE_GPU];
     release_held(s, f->predicted_ns - f->fixed_ns, n);
@@ -174,7 +191,7 @@ static void launch(isn_scheduler *s, sched_dispatcher *d, uint32_t n, isn_flush_
     /* the device runs it after the batches ahead of it (only this thread changes in_flight) */
     uint64_t begins = f->start_ns;
     if (d->in_flight && newest_flight(d)->predicted_end_ns > begins) begins = newest_flight(d)->predicted_end_ns;
-    f->predicted_end_ns = begins + (uint64_t)device_ns;
+    f->predicted_end_ns = begins + (uint64_t)f->device_ns;
     for (uint32_t i = 0; i < n; i++) {
         batch[i]->started_ns = f->start_ns;
         batch[i]->device = ISN_DEVICE_GPU;
@@ -322,6 +339,7 @@ static void *dispatcher_main(void *arg) {
         uint64_t wake_at = n ? wait_until : hold ? send_at : 0;
         struct timespec until;
         sched_timespec_at(wake_at ? wake_at : now + SCHED_IDLE_POLL_NS, &until);
+        if (hold) d->flights[d->oldest].landing_deferred = true;
         d->sleeping = true;
         d->sleeps_until_ns = wake_at;
         phase_ends(s, d, ISN_DISPATCHER_FORMING);

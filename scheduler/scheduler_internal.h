@@ -467,7 +467,11 @@ typedef struct {
     int ticket;
     double predicted_ns, fixed_ns; /* its predicted time, and the batch cost's fixed part then */
     uint64_t start_ns;
-    uint64_t predicted_end_ns; /* when the device should finish it: after the batch ahead, the batch cost's time on */
+    double device_ns;          /* the batch cost's time for it alone */
+    uint64_t predicted_end_ns; /* when the device should finish it: after the batch ahead, device_ns on */
+    /* The dispatcher slept instead of waiting for it (the launch-ahead's hold): its landing time is only an
+     * upper bound of when the device finished it. */
+    bool landing_deferred;
 } sched_flight;
 
 /* A landed batch whose completions idle workers share with its dispatcher (gpu_landing.c). */
