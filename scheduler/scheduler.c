@@ -38,7 +38,7 @@ void isn_scheduler_config_default(isn_scheduler_config *config) {
                                        .linger_ns = 200000,
                                        .safety_ns = 1000000,
                                        .launch_ns = 8500,
-                                       .launch_ahead = true};
+                                       .launch_ahead = false};
     config->gpu_rest_ns = 1000000000ull;
     isn_gpu_sim_config_default(&config->simulated);
 }
