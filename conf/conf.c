@@ -113,7 +113,6 @@ static const key_spec KEYS[] = {
     {"scheduler", "gpu_max_batch", KEY_U32, FIELD(gpu_batch_max), "256", 1, 4096, false},
     {"scheduler", "gpu_max_batch_memory", KEY_SIZE, FIELD(gpu_batch_memory_bytes), "256MiB", 4096, 1u << 31, false},
     {"scheduler", "gpu_batch_linger", KEY_DURATION_US, FIELD(gpu_batch_linger_us), "200us", 0, 1000000, false},
-    {"scheduler", "gpu_launch_ahead", KEY_BOOL, FIELD(gpu_launch_ahead), "false", 0, 0, false},
     {"scheduler", "gpu_deadline_safety", KEY_DURATION_US, FIELD(gpu_deadline_safety_us), "1ms", 0, 1000000, false},
     /* Named for what it does to answers, so nobody turns it on by accident. */
     {"scheduler", "simulated_gpus_answer_without_hits", KEY_U32, FIELD(gpu_sim_devices), "0", 0, 16, false},

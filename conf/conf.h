@@ -86,7 +86,6 @@ typedef struct {
     uint32_t gpu_batch_max;
     uint32_t gpu_batch_memory_bytes;
     uint32_t gpu_batch_linger_us;
-    bool gpu_launch_ahead; /* the dispatcher sends the next batch as the device is about to finish the one it runs */
     uint32_t gpu_deadline_safety_us;
     uint32_t gpu_sim_devices; /* simulated_gpus_answer_without_hits: benchmarks and tests only; 0 = none */
     uint32_t gpu_sim_launch_ns;

@@ -486,7 +486,6 @@ search_service *search_service_start(index_generation *first, const isn_conf *co
     config.batch.max_batch = conf->gpu_batch_max;
     config.batch.memory_budget = conf->gpu_batch_memory_bytes;
     config.batch.linger_ns = (uint64_t)conf->gpu_batch_linger_us * 1000;
-    config.batch.launch_ahead = conf->gpu_launch_ahead;
     config.batch.safety_ns = (uint64_t)conf->gpu_deadline_safety_us * 1000;
     config.index = NULL; /* each job names its generation's index (job->sched.index) */
     config.cost_model_state = conf->cost_model_state;

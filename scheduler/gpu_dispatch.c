@@ -43,19 +43,6 @@ static uint32_t flights_allowed(const sched_dispatcher *d) {
     return n < 1 ? 1 : n > SCHED_MAX_IN_FLIGHT ? SCHED_MAX_IN_FLIGHT : n;
 }
 
-/* The batch sent last of those in flight (in_flight > 0). */
-static const sched_flight *newest_flight(const sched_dispatcher *d) {
-    return &d->flights[(d->oldest + d->in_flight - 1) % SCHED_MAX_IN_FLIGHT];
-}
-
-/* When to send the next batch while the device runs others: the newest one's predicted end, less the
- * time a send takes (its moving average) and SCHED_LAUNCH_AHEAD_MARGIN_NS. */
-static uint64_t launch_ahead_at(const sched_dispatcher *d) {
-    const sched_flight *newest = newest_flight(d);
-    uint64_t lead = (uint64_t)d->launch_ns + SCHED_LAUNCH_AHEAD_MARGIN_NS;
-    return newest->predicted_end_ns > lead ? newest->predicted_end_ns - lead : 0;
-}
-
 /* The time since the dispatcher's last phase change went to `phase`. */
 static void phase_ends(isn_scheduler *s, sched_dispatcher *d, isn_dispatcher_phase phase) {
     uint64_t now = isn_now_ns();
@@ -72,14 +59,11 @@ static void answered(isn_scheduler *s, sched_dispatcher *d, sched_flight *f, int
     uint64_t took = end > began ? end - began : 1;
     d->device_free_ns = end;
     ADD(s->busy_ns[ISN_DEVICE_GPU], took);
-    /* A landing the launch-ahead deferred came after the device's end by an unknown time: it may teach a
-     * shorter time than predicted, never a longer one, or the hold would lengthen the time it holds for. */
-    bool measured = !f->landing_deferred || (double)took <= f->device_ns;
     if (rc == 0) {
         /* One job of a batch at most teaches the model its share of the batch time past the fixed part
          * (isn_gpu_lesson_of), and the scale the batch's error (sched_learn_spaced); which job rotates. */
         uint32_t learner = (uint32_t)(LOAD(s->batches) % n);
-        if (measured && sched_learn_claim(s, ISN_DEVICE_GPU, end)) {
+        if (sched_learn_claim(s, ISN_DEVICE_GPU, end)) {
             isn_gpu_lesson lesson = isn_gpu_lesson_of((double)took, f->fixed_ns, f->predicted_ns,
                                                       batch[learner]->predicted_ns[ISN_DEVICE_GPU], n);
             sched_learn_spaced(s, ISN_DEVICE_GPU, &batch[learner]->features, lesson.cost_ns, lesson.wall_ns,
@@ -90,11 +74,11 @@ static void answered(isn_scheduler *s, sched_dispatcher *d, sched_flight *f, int
         sched_open_landing(s, d, batch, n);
         pthread_mutex_lock(&s->lock);
         /* The GPU's error as routing sees it: a whole batch's predicted time against its time. */
-        if (measured && s->batch_cost.batches >= SCHED_BATCH_WARM_UP) {
+        if (s->batch_cost.batches >= SCHED_BATCH_WARM_UP) {
             s->batch_ape_sum += fabs(f->predicted_ns - (double)took) / (double)took;
             s->batch_ape_count++;
         }
-        if (measured) isn_batch_cost_learn(&s->batch_cost, n, (double)took);
+        isn_batch_cost_learn(&s->batch_cost, n, (double)took);
         s->gpu_inflight_ns -= f->predicted_ns;
         if (s->gpu_inflight_ns < 0) s->gpu_inflight_ns = 0;
         s->gpu_inflight_jobs -= n;
@@ -131,19 +115,6 @@ static void land_oldest(isn_scheduler *s, sched_dispatcher *d) {
     phase_ends(s, d, ISN_DISPATCHER_LANDING);
     answered(s, d, f, rc, d->phase_from_ns, err);
     phase_ends(s, d, ISN_DISPATCHER_ANSWERING);
-    /* The batches still in flight run after this one's measured end, not its predicted one, for the time the
-     * batch cost says now: each predicted end was built on the one before, so a batch cost that overestimated
-     * would otherwise push them ever later (and the launch-ahead's hold with them) for as long as the device
-     * kept a batch. */
-    uint64_t ahead_ends = d->device_free_ns;
-    double fixed_ns = isn_batch_cost_fixed_ns(&s->batch_cost), per_job_ns = isn_batch_cost_per_job_ns(&s->batch_cost);
-    for (uint32_t i = 0; i < d->in_flight; i++) {
-        sched_flight *g = &d->flights[(d->oldest + i) % SCHED_MAX_IN_FLIGHT];
-        g->device_ns = fixed_ns + per_job_ns * g->n;
-        uint64_t begins = g->start_ns > ahead_ends ? g->start_ns : ahead_ends;
-        g->predicted_end_ns = begins + (uint64_t)g->device_ns;
-        ahead_ends = g->predicted_end_ns;
-    }
 }
 
 /* Locked: completes what nobody took of the dispatcher's landed answers (sched_open_landing), unlocked
@@ -173,10 +144,6 @@ static void launch(isn_scheduler *s, sched_dispatcher *d, uint32_t n, isn_flush_
     f->jobs = batch;
     f->n = n;
     f->fixed_ns = isn_batch_cost_fixed_ns(&s->batch_cost);
-    /* the device's time for it as whole batches' times have taught (the launch-ahead's clock: the jobs' own
-     * predictions are routing's, and each may be off where the batch's sum is not) */
-    f->device_ns = f->fixed_ns + isn_batch_cost_per_job_ns(&s->batch_cost) * n;
-    f->landing_deferred = false;
     f->predicted_ns = f->fixed_ns;
     for (uint32_t i = 0; i < n; i++) f->predicted_ns += batch[i]->predicted_ns[ISN_DEVICE_GPU];
     release_held(s, f->predicted_ns - f->fixed_ns, n);
@@ -188,10 +155,6 @@ static void launch(isn_scheduler *s, sched_dispatcher *d, uint32_t n, isn_flush_
     ADD(s->batch_jobs, n);
     COUNT(s->batch_flush[reason]);
     f->start_ns = isn_now_ns();
-    /* the device runs it after the batches ahead of it (only this thread changes in_flight) */
-    uint64_t begins = f->start_ns;
-    if (d->in_flight && newest_flight(d)->predicted_end_ns > begins) begins = newest_flight(d)->predicted_end_ns;
-    f->predicted_end_ns = begins + (uint64_t)f->device_ns;
     for (uint32_t i = 0; i < n; i++) {
         batch[i]->started_ns = f->start_ns;
         batch[i]->device = ISN_DEVICE_GPU;
@@ -208,8 +171,6 @@ static void launch(isn_scheduler *s, sched_dispatcher *d, uint32_t n, isn_flush_
         return;
     }
     int ticket = d->device->submit(d->device->state, batch, n, err, sizeof err);
-    double sent_ns = (double)(isn_now_ns() - f->start_ns);
-    d->launch_ns = d->launch_ns > 0 ? d->launch_ns + SCHED_LAUNCH_WEIGHT * (sent_ns - d->launch_ns) : sent_ns;
     while (ticket == GPU_DEVICE_BUSY && d->in_flight) {
         /* The device is being swapped: the batches in flight go first. */
         pthread_mutex_lock(&s->lock);
@@ -305,20 +266,6 @@ static void *dispatcher_main(void *arg) {
         device_policy.launch_ns = isn_batch_cost_fixed_ns(&s->batch_cost);
         bool flush = n && isn_batch_should_flush(&device_policy, d->batch, n, next_bytes, first_added, now, &reason,
                                                  &wait_until);
-        /* Launch-ahead: while the device runs a batch and has room for another, the next one is sent when the
-         * device is about to finish (launch_ahead_at), to run right after it with all that arrived meanwhile;
-         * its linger end does not send it earlier. Waiting for the batch ahead to land before forming the next,
-         * the dispatcher left the device idle for every send, and a batch sent at its linger end held fewer
-         * jobs: small batches pay the batch's fixed cost, on the device and on the host, more often a job. A
-         * full batch, one at its memory budget or one whose deadline is near still goes at once. */
-        bool ahead = policy->launch_ahead && d->in_flight && d->in_flight < flights_allowed(d);
-        uint64_t send_at = ahead ? launch_ahead_at(d) : 0;
-        bool hold = ahead && now < send_at;
-        if (ahead && n && (!flush || reason == ISN_FLUSH_LINGER)) {
-            flush = !hold;
-            reason = ISN_FLUSH_DEVICE;
-            if (hold && send_at < wait_until) wait_until = send_at;
-        }
         if (flush && d->in_flight < flights_allowed(d)) {
             phase_ends(s, d, ISN_DISPATCHER_FORMING);
             launch(s, d, n, reason);
@@ -330,18 +277,14 @@ static void *dispatcher_main(void *arg) {
         /* Nothing to launch now: the answers landed that nobody took are completed before the device or
          * the next job is waited for. */
         if (answer_leftovers(s, d)) continue;
-        /* the device is about to be free, or has no room: the batch ahead is waited for and answered */
-        if (d->in_flight && !hold) {
+        if (d->in_flight) { /* the next batch must wait for the device, or is not due yet */
             land_oldest(s, d);
             continue;
         }
-        /* nothing to send yet: until the batch's linger end or latest start, the launch-ahead time, or a job */
-        uint64_t wake_at = n ? wait_until : hold ? send_at : 0;
         struct timespec until;
-        sched_timespec_at(wake_at ? wake_at : now + SCHED_IDLE_POLL_NS, &until);
-        if (hold) d->flights[d->oldest].landing_deferred = true;
+        sched_timespec_at(n ? wait_until : now + SCHED_IDLE_POLL_NS, &until);
         d->sleeping = true;
-        d->sleeps_until_ns = wake_at;
+        d->sleeps_until_ns = n ? wait_until : 0;
         phase_ends(s, d, ISN_DISPATCHER_FORMING);
         pthread_cond_timedwait(&s->gpu_wake, &s->lock, &until);
         phase_ends(s, d, ISN_DISPATCHER_SLEEPING);

@@ -37,7 +37,7 @@ double isn_job_seed_threshold(const isn_job_features *features, isn_mode mode, u
     return usable ? features->threshold_probe : 0.0;
 }
 
-static const char *const FLUSH_NAMES[ISN_FLUSH_REASONS] = {"full", "memory", "deadline", "linger", "device"};
+static const char *const FLUSH_NAMES[ISN_FLUSH_REASONS] = {"full", "memory", "deadline", "linger"};
 
 const char *isn_flush_reason_name(isn_flush_reason reason) {
     return (unsigned)reason < ISN_FLUSH_REASONS ? FLUSH_NAMES[reason] : "?";

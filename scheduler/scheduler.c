@@ -37,8 +37,7 @@ void isn_scheduler_config_default(isn_scheduler_config *config) {
                                        .memory_budget = 256u << 20,
                                        .linger_ns = 200000,
                                        .safety_ns = 1000000,
-                                       .launch_ns = 8500,
-                                       .launch_ahead = false};
+                                       .launch_ns = 8500};
     config->gpu_rest_ns = 1000000000ull;
     isn_gpu_sim_config_default(&config->simulated);
 }

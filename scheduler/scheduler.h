@@ -199,22 +199,19 @@ typedef enum {
     ISN_FLUSH_MEMORY,   /* the next job would pass the memory budget */
     ISN_FLUSH_DEADLINE, /* waiting longer would endanger the earliest deadline in the batch */
     ISN_FLUSH_LINGER,   /* nothing more came within the longest wait allowed */
-    ISN_FLUSH_DEVICE,   /* the device is about to finish the batch ahead of it (sent to run right after it) */
     ISN_FLUSH_REASONS
 } isn_flush_reason;
 
 const char *isn_flush_reason_name(isn_flush_reason reason);
 
 /* When a GPU batch goes: full, at its memory budget, when waiting longer would endanger its earliest
- * deadline (minus safety_ns), or after linger_ns; while the device runs a batch, when it is about to finish
- * that one instead of after linger_ns (the dispatcher's launch-ahead, gpu_dispatch.c). */
+ * deadline (minus safety_ns), or after linger_ns. */
 typedef struct {
     uint32_t max_batch;
     uint64_t memory_budget;
     uint64_t linger_ns;   /* longest wait for more jobs after the first */
     uint64_t safety_ns;   /* slack kept before the earliest deadline */
     double launch_ns;     /* fixed cost of one batch */
-    bool launch_ahead;    /* while the device runs a batch, send the next as it is about to finish (not at linger) */
 } isn_batch_policy;
 
 typedef enum { ISN_OVERLOAD_SHED, ISN_OVERLOAD_DEGRADE } isn_overload_policy;

@@ -457,21 +457,12 @@ typedef struct {
 
 /* A batch a dispatcher sent and has not answered yet. */
 #define SCHED_MAX_IN_FLIGHT 8
-/* The launch-ahead (gpu_dispatch.c) sends the next batch this long before the send's own time ahead of the
- * device's predicted end: the thread's timed wake-up comes late by about that on a loaded machine. */
-#define SCHED_LAUNCH_AHEAD_MARGIN_NS 50000ull
-#define SCHED_LAUNCH_WEIGHT 0.2 /* the weight of the newest send in the dispatcher's launch_ns */
 typedef struct {
     isn_job **jobs; /* the device's max_batch entries */
     uint32_t n;
     int ticket;
     double predicted_ns, fixed_ns; /* its predicted time, and the batch cost's fixed part then */
     uint64_t start_ns;
-    double device_ns;          /* the batch cost's time for it alone */
-    uint64_t predicted_end_ns; /* when the device should finish it: after the batch ahead, device_ns on */
-    /* The dispatcher slept instead of waiting for it (the launch-ahead's hold): its landing time is only an
-     * upper bound of when the device finished it. */
-    bool landing_deferred;
 } sched_flight;
 
 /* A landed batch whose completions idle workers share with its dispatcher (gpu_landing.c). */
@@ -495,7 +486,6 @@ typedef struct {
     sched_flight flights[SCHED_MAX_IN_FLIGHT];
     uint32_t in_flight, oldest; /* flights[oldest], the next ones in a ring */
     uint64_t device_free_ns;    /* when the device answered its last batch */
-    double launch_ns;           /* a moving average of the host's time to send a batch (the device's submit) */
     _Atomic uint64_t rest_until_ns; /* after a failure */
     isn_job **batch;
     /* Under the lock, while it waits on gpu_wake: when it wakes by itself (its batch's linger end or

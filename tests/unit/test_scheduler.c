@@ -396,9 +396,6 @@ typedef struct {
     uint32_t completed_at_submit[8];
     isn_job *const *flights[4];
     uint32_t sizes[4];
-    uint64_t device_ns;          /* when set: each batch takes the device this long, after the one before it */
-    uint64_t ends[4], last_end;  /* ... and ends then (a complete waits for its batch's end) */
-    uint32_t submit_sizes[8];    /* the first batches' sizes */
 } async_device;
 
 static uint32_t async_tickets(const async_device *a) { return a->tickets ? a->tickets : 2; }
@@ -423,11 +420,6 @@ static int async_submit(void *state, isn_job *const *jobs, uint32_t n, char *err
     }
     a->flights[ticket] = jobs;
     a->sizes[ticket] = n;
-    if (a->submits < 8) a->submit_sizes[a->submits] = n;
-    if (a->device_ns) {
-        uint64_t now = isn_now_ns();
-        a->ends[ticket] = a->last_end = (a->last_end > now ? a->last_end : now) + a->device_ns;
-    }
     if (a->answers && a->submits < 8) {
         pthread_mutex_lock(&a->answers->lock);
         a->completed_at_submit[a->submits] = a->answers->completed;
@@ -442,13 +434,6 @@ static int async_submit(void *state, isn_job *const *jobs, uint32_t n, char *err
 
 static int async_complete(void *state, int ticket, char *err, size_t err_len) {
     async_device *a = state;
-    if (a->device_ns && ticket >= 0 && ticket < 4) {
-        pthread_mutex_lock(&a->lock);
-        uint64_t end = a->ends[ticket];
-        pthread_mutex_unlock(&a->lock);
-        for (uint64_t now = isn_now_ns(); now < end; now = isn_now_ns())
-            nanosleep(&(struct timespec){.tv_sec = 0, .tv_nsec = (long)(end - now)}, NULL);
-    }
     pthread_mutex_lock(&a->lock);
     if (ticket < 0 || (uint32_t)ticket >= async_tickets(a) || !a->flights[ticket]) {
         pthread_mutex_unlock(&a->lock);
@@ -586,130 +571,6 @@ static void the_next_batch_launches_before_the_landed_answers(void **state) {
     assert_int_equal(a.submits, 3);
     assert_int_equal(a.completed_at_submit[2], 0);
     for (uint32_t i = 0; i < 12; i++) assert_true(jobs[i].done);
-}
-
-/* Launch-ahead: while the device runs a batch (150 ms, as the batch cost's prior says), the next one is sent
- * as the device is about to finish it, holding all that arrived meanwhile, and runs right after it (two in
- * flight, reason "device"). Sent at its linger end (2 ms) it would have held the first of those jobs alone;
- * sent once the batch ahead had landed, as it is with launch_ahead off, it left the device idle while it was
- * sent (one in flight). */
-static void run_launch_ahead(bool launch_ahead) {
-    harness h;
-    isn_scheduler_config config;
-    harness_config(&h, &config);
-    const uint64_t batch_ns = 150000000;
-    async_device a = {.lock = PTHREAD_MUTEX_INITIALIZER, .changed = PTHREAD_COND_INITIALIZER, .all_queued = true,
-                      .device_ns = batch_ns};
-    isn_gpu_device gpu;
-    attach_pipelined(&config, &a, &gpu);
-    gpu.max_batch = config.batch.max_batch = 64;
-    config.batch.linger_ns = 2000000;
-    config.batch.launch_ns = (double)batch_ns;
-    config.batch.launch_ahead = launch_ahead;
-    isn_scheduler *s = harness_start(&config);
-    static test_job jobs[11];
-    for (uint32_t i = 0; i < 11; i++) {
-        small_job(&jobs[i], 0);
-        jobs[i].job.placement = ISN_PLACE_GPU;
-        assert_int_equal(isn_scheduler_submit(s, &jobs[i].job), ISN_SUBMIT_QUEUED);
-        for (bool sent = i > 0; !sent; nanosleep(&(struct timespec){.tv_sec = 0, .tv_nsec = 1000000}, NULL)) {
-            pthread_mutex_lock(&a.lock);
-            sent = a.submits > 0;
-            pthread_mutex_unlock(&a.lock);
-        }
-        nanosleep(&(struct timespec){.tv_sec = 0, .tv_nsec = 2000000}, NULL); /* ten more, well within 150 ms */
-    }
-    harness_wait(&h, &h.completed, 11);
-    isn_scheduler_stats stats = scheduler_stats(s);
-    isn_scheduler_stop(s);
-    assert_int_equal(a.jobs_answered, 11);
-    assert_int_equal(a.submits, 2);
-    assert_int_equal(a.submit_sizes[1], 10);
-    assert_int_equal(a.most_in_flight, launch_ahead ? 2 : 1);
-    assert_int_equal(stats.batch_flush[ISN_FLUSH_DEVICE], launch_ahead ? 1 : 0);
-}
-
-static void the_next_batch_is_sent_as_the_device_ends_the_one_before(void **state) {
-    (void)state;
-    run_launch_ahead(true);
-}
-
-static void without_launch_ahead_the_next_batch_waits_for_the_landing(void **state) {
-    (void)state;
-    run_launch_ahead(false);
-}
-
-/* Six full batches on a device that takes 0.5 ms each, while the batch cost still says 2 s (its prior): the
- * first landing teaches it better. The batches in flight are then expected at the landing's end plus the new
- * time, not at the 2 s predicted ends they were stacked on, so the launch-ahead holds the last one for about
- * a batch's time. Stacked ends, never corrected while a batch stayed on the device, held it (and would hold
- * every batch after it) for seconds: the tail of a burst, and all that came after it, missed its deadline.
- * The 1 s bound is some 2,000 batches' device time: only a prediction stacked on stale ends reaches it. */
-static void the_device_s_landings_correct_the_predicted_ends_of_the_batches_behind(void **state) {
-    (void)state;
-    harness h;
-    isn_scheduler_config config;
-    harness_config(&h, &config);
-    async_device a = {.lock = PTHREAD_MUTEX_INITIALIZER, .changed = PTHREAD_COND_INITIALIZER, .device_ns = 500000};
-    isn_gpu_device gpu;
-    attach_pipelined(&config, &a, &gpu);
-    config.batch.launch_ns = 2e9;
-    config.batch.launch_ahead = true;
-    isn_scheduler *s = harness_start(&config);
-    static test_job jobs[24];
-    for (uint32_t i = 0; i < 24; i++) {
-        small_job(&jobs[i], 0);
-        jobs[i].job.placement = ISN_PLACE_GPU;
-        assert_int_equal(isn_scheduler_submit(s, &jobs[i].job), ISN_SUBMIT_QUEUED);
-    }
-    uint64_t started = isn_now_ns();
-    pthread_mutex_lock(&a.lock);
-    a.all_queued = true; /* the device takes its first batch now, with all 24 jobs queued */
-    pthread_cond_broadcast(&a.changed);
-    pthread_mutex_unlock(&a.lock);
-    harness_wait(&h, &h.completed, 24);
-    uint64_t took = isn_now_ns() - started;
-    isn_scheduler_stop(s);
-    assert_int_equal(a.jobs_answered, 24);
-    assert_int_equal(a.submits, 6);
-    if (took >= 1000000000ull) fail_msg("the burst's last batch was answered after %.2f s", (double)took / 1e9);
-}
-
-/* Jobs arrive one at a time on a device that takes 1 ms a batch and whose complete() costs the dispatcher
- * 0.4 ms: the launch-ahead sleeps until the device's predicted end, sends the next batch, and lands the one
- * before late by its own work. Taught that late landing, the batch cost would grow by it with every batch (the
- * next hold ending later, that landing later still); put off by the launch-ahead, the landing teaches it only a
- * shorter time. A job arrives every 0.3 ms or more: a batch that holds more than 12 of them on average was held
- * three times as long as the 1.4 ms the device and host take together. */
-static void a_landing_the_launch_ahead_put_off_does_not_lengthen_the_batch_time(void **state) {
-    (void)state;
-    harness h;
-    isn_scheduler_config config;
-    harness_config(&h, &config);
-    async_device a = {.lock = PTHREAD_MUTEX_INITIALIZER, .changed = PTHREAD_COND_INITIALIZER, .all_queued = true,
-                      .device_ns = 1000000, .burn_ns = 400000};
-    isn_gpu_device gpu;
-    attach_pipelined(&config, &a, &gpu);
-    gpu.max_batch = config.batch.max_batch = 64;
-    config.batch.launch_ns = 1e6;
-    config.batch.launch_ahead = true;
-    isn_scheduler *s = harness_start(&config);
-    enum { JOBS = 600 };
-    static test_job jobs[JOBS];
-    for (uint32_t i = 0; i < JOBS; i++) {
-        small_job(&jobs[i], 0);
-        jobs[i].job.placement = ISN_PLACE_GPU;
-        assert_int_equal(isn_scheduler_submit(s, &jobs[i].job), ISN_SUBMIT_QUEUED);
-        nanosleep(&(struct timespec){.tv_sec = 0, .tv_nsec = 300000}, NULL);
-    }
-    harness_wait(&h, &h.completed, JOBS);
-    isn_scheduler_stats stats = scheduler_stats(s);
-    isn_scheduler_stop(s);
-    double batch_s = stats.batch_fixed_seconds + stats.batch_per_job_seconds * 4;
-    print_message("%u batches; the batch cost says %.2f ms for 4 jobs\n", a.submits, batch_s * 1e3);
-    assert_true(stats.batch_flush[ISN_FLUSH_DEVICE] > 0);
-    if (a.submits * 12 < JOBS)
-        fail_msg("%u batches of %u jobs: the batch cost grew to %.1f ms for 4 jobs", a.submits, JOBS, batch_s * 1e3);
 }
 
 /* A batch fails while the next one is on the device: the device is rested, the failed batch's jobs
@@ -2171,10 +2032,6 @@ int main(void) {
         cmocka_unit_test(many_jobs_many_workers_all_complete),
         cmocka_unit_test(gpu_batches_overlap_on_a_pipelined_device),
         cmocka_unit_test(four_batches_on_a_device_of_four_streams),
-        cmocka_unit_test(the_next_batch_is_sent_as_the_device_ends_the_one_before),
-        cmocka_unit_test(without_launch_ahead_the_next_batch_waits_for_the_landing),
-        cmocka_unit_test(the_device_s_landings_correct_the_predicted_ends_of_the_batches_behind),
-        cmocka_unit_test(a_landing_the_launch_ahead_put_off_does_not_lengthen_the_batch_time),
         cmocka_unit_test(batch_in_flight_answered_when_the_one_before_fails),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
