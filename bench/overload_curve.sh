@@ -7,8 +7,9 @@
 # may be the limit, not the node), the share of the machine's CPU time its VM host took meanwhile (steal), how
 # long isnd's cgroup CPU quotas stopped it meanwhile (cgroup_throttled_ms, bench/cgroup_throttle.py), the speed of
 # isnd's first CPU just before and after the point while the node idles (core_speed, bench_cpu_speed: the machine's
-# speed for a node that has no CPU work of its own to measure it by, as the GPU-only node has none),
-# and the node's own view of its refusals (bench/node_sheds.py: time
+# speed for a node that has no CPU work of its own to measure it by, as the GPU-only node has none), isnd's CPUs
+# that share a physical core with the generator's (cpus_sharing_cores, "isnd/generator" pairs of hyperthread
+# siblings, bench/cpu_split.py; empty when ISND_CPUS and BENCH_CPUS keep apart), and the node's own view of its refusals (bench/node_sheds.py: time
 # from arrival to refusal, and where they were refused), of its late replies (node late: CPU/GPU), of its
 # loops' wait for a CPU while ready to run (loop wait, seconds over all loops) and of its CPU's first stage per job
 # (cpu_retrieval_us_per_job: the machine's speed as the node's own work measures it). A
@@ -63,6 +64,13 @@ SPEED_PROBE=${SPEED_PROBE-$BUILD/bench/bench_cpu_speed}
 SPEED_S=${SPEED_S:-0.5}
 probe_cpu=${ISND_CPUS:-0}
 probe_cpu=${probe_cpu%%[-,]*}
+# isnd's CPUs that share a physical core with the generator's (hyperthread siblings): each row names them
+shared_cores=
+if [ -n "${ISND_CPUS:-}" ] && [ -n "${BENCH_CPUS:-}" ]; then
+  shared_cores=$(python3 "$(dirname "$0")/cpu_split.py" shared "$ISND_CPUS" "$BENCH_CPUS")
+  [ -z "$shared_cores" ] || echo "overload_curve: isnd's and the generator's CPUs share physical cores" \
+    "(isnd/generator: $shared_cores): bench/cpu_split.py split gives whole cores to each" >&2
+fi
 mkdir -p "$OUT"
 json="$OUT/overload-$name.json"
 log="$OUT/isnd-$name.log"
@@ -117,7 +125,7 @@ for repeat in $(seq 1 "$REPEATS"); do
       retry_for_steal "$steal" "$attempt" && rows_to="$OUT/steal-retried-$name.json"
       throttled_ms=$(throttled_ms_between "$throttled_before" "$throttled_after")
       python3 - "$point.json" "$point.node.json" "$name" "$rate" "$repeat" "$m" "$steal" "$attempt" "$throttled_ms" \
-        "$speed_before" "$speed_after" >>"$rows_to" <<'EOF'
+        "$speed_before" "$speed_after" "$shared_cores" >>"$rows_to" <<'EOF'
 import json, sys
 p, node = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
 name, rate, repeat, m = sys.argv[3], float(sys.argv[4]), int(sys.argv[5]), float(sys.argv[6])
@@ -141,6 +149,7 @@ row = {"config": name, "repeat": repeat, "sustained_rate": rate, "multiple": m,
 speeds = {when: json.loads(text) for when, text in zip(("before", "after"), sys.argv[10:12]) if text.strip()}
 if speeds:
     row["core_speed"] = speeds
+row["cpus_sharing_cores"] = sys.argv[12].split()
 row.update(node)
 print(json.dumps(row))
 EOF

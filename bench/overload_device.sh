@@ -33,14 +33,18 @@
 # $DEVDATA (idx-deb, short.queries.tsv); INDEX and QUERIES name another partition and log (the 20M one).
 # isnd on ISND_CPUS (0-11) with ISND_LOOPS loops (the CPU-only node 4, the GPU-only node 6, the hybrid isnd's
 # default: 5 on 12 CPUs) and WORKERS workers (0: the GPU-only node 5, else isnd's default, which on 12 CPUs is
-# 12 on the CPU alone and 6 beside a GPU with 5 loops), isn-bench on BENCH_CPUS (12-15).
+# 12 on the CPU alone and 6 beside a GPU with 5 loops), isn-bench on BENCH_CPUS (12-15). Where CPUs are
+# hyperthread siblings the defaults are whole cores instead (bench/cpu_split.py split 4: the generator's four
+# CPUs on the highest cores, isnd on the rest), so that the generator never runs on a core of isnd's;
+# cpu-topology.txt says what the machine had.
 set -u
 B=${BUILD:-.devbin}
 D=${DEVDATA:-.devdata}
 O=${OUT:-$B/results-overload}
 CONFIGS=${CONFIGS:-cpu hybrid gpu_all}
-ISND_CPUS=${ISND_CPUS:-0-11}
-BENCH_CPUS=${BENCH_CPUS:-12-15}
+read -r split_isnd split_bench < <(python3 "$(dirname "$0")/cpu_split.py" split 4 2>/dev/null || echo 0-11 12-15)
+ISND_CPUS=${ISND_CPUS:-$split_isnd}
+BENCH_CPUS=${BENCH_CPUS:-$split_bench}
 WORKERS=${WORKERS:-0}
 # the CPU-only node: 4 loops, as isnd chose on the 16-core device before its default counted only the CPUs it
 # may use; beside a GPU, isnd's default (half of what the dispatcher leaves)
@@ -54,6 +58,8 @@ GPU_ALL_WORKERS=$([ "$WORKERS" = 0 ] && echo 5 || echo "$WORKERS")
 DEADLINE_MS=${DEADLINE_MS:-50}
 export LD_LIBRARY_PATH=$PWD/.devlibs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 mkdir -p "$O"
+{ python3 "$(dirname "$0")/cpu_split.py" describe; echo "isnd on $ISND_CPUS, isn-bench on $BENCH_CPUS"
+  command -v lscpu >/dev/null && lscpu -e=CPU,CORE,SOCKET,NODE; } >"$O/cpu-topology.txt" 2>&1
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$O/device.txt"
 
 flags_of() { # config -> isnd flags; FLAGS_<config> names any other configuration's

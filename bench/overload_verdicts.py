@@ -144,6 +144,16 @@ def throttle_note(row):
     return " (the node's cgroup CPU quota stopped it for %.1f ms)" % throttled
 
 
+def shared_cores_note(row):
+    """' (the generator ran on hyperthread siblings of isnd's CPUs: ...)' when the row's pinning put them on one
+    physical core (overload_curve.sh's cpus_sharing_cores, bench/cpu_split.py): the generator then took that
+    core's time from the node, the more so the busier it was."""
+    pairs = row.get("cpus_sharing_cores")
+    if not pairs:
+        return ""
+    return " (the generator ran on hyperthread siblings of isnd's CPUs: %s)" % ", ".join(pairs)
+
+
 def job_measure(rows):
     """Which measure of the machine's speed these rows take: a per-job time of the CPU's first stage, the worker's CPU
     time where every row that has a per-job time has it (a node that samples it), else the wall time (older nodes);
@@ -221,7 +231,7 @@ def must_show_1(curves, deadlines, set_aside):
         measure = job_measure(rows)
         reference = fastest_overloaded(rows, measure)
         notes = lambda row: (generator_note(row) + steal_note(row) + stall_note(row) + throttle_note(row) +
-                             machine_note(row, reference, measure))
+                             shared_cores_note(row) + machine_note(row, reference, measure))
         cells, failures, generator_limited = {}, [], 0
         for m in sorted({r["multiple"] for r in rows}):
             at = [r for r in rows if r["multiple"] == m]

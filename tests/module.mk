@@ -34,6 +34,8 @@ TESTS += tests/unit/overload_verdicts_test.sh
 TESTS += tests/unit/node_sheds_test.sh
 # bench/cgroup_throttle.py reads how long a process's cgroup CPU quotas stopped it (written /proc and cgroup trees).
 TESTS += tests/unit/cgroup_throttle_test.sh
+# bench/cpu_split.py: which CPUs share a physical core, and a split of whole cores (written topology trees).
+TESTS += tests/unit/cpu_split_test.sh
 # bench/shed_episodes.py cuts an overload_profile.py timeline into refusal episodes (a written profile).
 TESTS += tests/unit/shed_episodes_test.sh
 # tools/isn-cluster.sh: cluster.json with every isnd's stats endpoint, isn-agg's start line, Hit.partition.

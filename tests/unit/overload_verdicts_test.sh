@@ -4,7 +4,7 @@
 # under 90% of 1x, an answered p99 at the deadline, a shed p99 of 1 ms, a failure where the generator
 # lagged (named, with its lag), a failure while the VM's host took the machine's CPUs (named, with how much), a
 # failure during which the node's loops saw stalls (named, with how many) or its cgroup's quota stopped it (named,
-# with how long), a
+# with how long), a failure whose generator ran on hyperthread siblings of isnd's CPUs (named, with the pairs), a
 # failure while the node's own CPU work ran slower than at the curve's fastest overloaded point, or on a node without
 # CPU jobs while its first core did (named, with how much), runs set aside for that steal (counted, not judged), a missing multiple (not measured, never met), the trivial query with requests not sent, sustained runs 13.9% apart or under a
 # floor (and, where the searches carry the machine's speed, their spread at equal core speed), a spike that never recovers; and results split over two folders (two device calls) are read
@@ -76,7 +76,7 @@ expect "little steal not named" "$failures" "2x: on time 0.850 of 1x"
 # a point during which the node's loops saw stalls says how many, one during which its cgroup's quota stopped it says
 # for how long; each keeps its maximum in the cell and is judged all the same; none, nothing
 with_field() { # folder field value shed_p99: a curve whose 2x point of repeat 2 carries field=value
-  curve "$work/$1" cpu "$(point cpu 2 2.0 950 30.0 100 "$4" | sed "s/}\$/, \"$2\": $3}/")"
+  curve "$work/$1" cpu "$(point cpu 2 2.0 950 30.0 100 "$4" | sed "s|}\$|, \"$2\": $3}|")"
   judge "$work/$1"
 }
 failures_of() { python3 -c 'import json, sys; print("; ".join(json.load(sys.stdin)["must_show_1"]["cpu"]["failures"]))'; }
@@ -90,6 +90,10 @@ report=$(with_field throttled cgroup_throttled_ms 42.5 2.5)
 expect "throttling named" "$(failures_of <<<"$report")" "2x: shed p99 2.50 ms (the node's cgroup CPU quota stopped it for 42.5 ms)"
 expect "throttling in the cell" "$(cell_max cgroup_throttled_ms <<<"$report")" 42.5
 expect "no throttling not named" "$(with_field unthrottled cgroup_throttled_ms 0.0 1.2 | failures_of)" "2x: shed p99 1.20 ms"
+# a point whose generator ran on hyperthread siblings of isnd's CPUs names them (bench/cpu_split.py); none, nothing
+expect "shared cores named" "$(with_field shared cpus_sharing_cores '["4/12", "5/13"]' 1.6 | failures_of)" \
+  "2x: shed p99 1.60 ms (the generator ran on hyperthread siblings of isnd's CPUs: 4/12, 5/13)"
+expect "no shared core not named" "$(with_field apart cpus_sharing_cores '[]' 1.6 | failures_of)" "2x: shed p99 1.60 ms"
 # a point whose node took longer a CPU job than at the curve's fastest overloaded point says the machine was that
 # much slower; under 5%, or with no point carrying the measure, it says nothing; points under 1.25x are no reference
 with_cpu_job() { # file us: every point without the measure gets it
