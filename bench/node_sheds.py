@@ -77,8 +77,8 @@ def main():
     sampled_jobs = delta("isn_search_retrieval_sampled_jobs_total")
     sampled_cpu = delta('isn_search_retrieval_sampled_seconds_total{clock="cpu"}')
     sampled_wall = delta('isn_search_retrieval_sampled_seconds_total{clock="wall"}')
-    # GPU batches by why they were sent (isn_scheduler_batches_total{reason}): a batch's fixed cost, on the device
-    # and on the host, falls on fewer jobs when batches are small
+    # GPU batches by why they were sent (isn_scheduler_batches_total{reason}), any reason the node names: how its
+    # batches formed beside the CPU time they took
     batches_by_reason = {}
     for name in after:
         m = re.fullmatch(r'isn_scheduler_batches_total\{reason="([^"]+)"\}', name)

@@ -13,54 +13,42 @@ static int ephemeral_low(void) {
     return low;
 }
 
-/* n ports the kernel picks (bound to port 0 on the wildcard, all held until all are picked). */
-static int kernel_chosen_ports(int *ports, int n) {
-    int fds[16], opened = 0;
-    for (; opened < n; opened++) {
-        struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_ANY)};
-        socklen_t len = sizeof addr;
-        int fd = fds[opened] = socket(AF_INET, SOCK_STREAM, 0);
-        if (fd < 0 || bind(fd, (struct sockaddr *)&addr, sizeof addr) != 0 ||
-            getsockname(fd, (struct sockaddr *)&addr, &len) != 0) {
-            if (fd >= 0) close(fd);
-            break;
-        }
-        ports[opened] = ntohs(addr.sin_port);
-    }
-    for (int i = 0; i < opened; i++) close(fds[i]);
-    return opened == n ? 0 : -1;
-}
-
 int support_free_ports(int *ports, int n) {
     if (n < 1 || n > 16) return -1;
     /* Below the ephemeral range: a port the kernel picked could be taken, between the pick and the daemon's
      * listen, by any process's outgoing connection or port-0 listener; one chosen here only by a process
-     * choosing the same way. Randomised so that tests running side by side start far apart. */
+     * choosing the same way. Randomised so that tests running side by side start far apart. Where the range
+     * starts too low to stay below it (span 0), the kernel picks (port 0). */
     int first = 10000, span = ephemeral_low() - first;
     if (span < 1000) {
         first = 1024;
         span = ephemeral_low() - first;
     }
-    if (span < 16) return kernel_chosen_ports(ports, n); /* the ephemeral range starts too low to stay below it */
+    if (span < 16) span = 0;
     /* its own generator, not tests/support/random.h's: drawing from that would change the seeded tests' data */
     uint64_t state = (uint64_t)getpid() * 0x9e3779b97f4a7c15ull ^ (uint64_t)time(NULL) ^ (uint64_t)clock();
     int fds[16], opened = 0;
     for (int tries = 0; opened < n && tries < 4096; tries++) { /* each held bound until all are picked */
-        state += 0x9e3779b97f4a7c15ull;
-        uint64_t z = (state ^ (state >> 30)) * 0xbf58476d1ce4e5b9ull;
-        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-        int port = first + (int)((z ^ (z >> 31)) % (uint64_t)span);
+        int port = 0;
+        if (span) {
+            state += 0x9e3779b97f4a7c15ull;
+            uint64_t z = (state ^ (state >> 30)) * 0xbf58476d1ce4e5b9ull;
+            z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+            port = first + (int)((z ^ (z >> 31)) % (uint64_t)span);
+        }
         /* on the wildcard: a port free there is free on every address, so a daemon may listen on it at 0.0.0.0
          * too, where a loopback port can be held by other sockets (TIME_WAIT ones from 127.0.0.x clients) */
         struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_ANY), .sin_port = htons((uint16_t)port)};
+        socklen_t len = sizeof addr;
         int fd = socket(AF_INET, SOCK_STREAM, 0);
         if (fd < 0) break;
-        if (bind(fd, (struct sockaddr *)&addr, sizeof addr) != 0) {
+        if (bind(fd, (struct sockaddr *)&addr, sizeof addr) != 0 || getsockname(fd, (struct sockaddr *)&addr, &len) != 0) {
             close(fd);
+            if (!span) break; /* the kernel had none to give */
             continue;
         }
         fds[opened] = fd;
-        ports[opened++] = port;
+        ports[opened++] = ntohs(addr.sin_port);
     }
     for (int i = 0; i < opened; i++) close(fds[i]);
     return opened == n ? 0 : -1;

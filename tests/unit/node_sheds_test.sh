@@ -47,15 +47,15 @@ sampled "$work/after" 300 0.030 0.024
 # the loops saw 3 stalls before and 5 after
 printf 'isn_scheduler_stalls_seen_total 3\n' >>"$work/before"
 printf 'isn_scheduler_stalls_seen_total 5\n' >>"$work/after"
-# 30 GPU batches more, 20 sent at their linger end and 10 for the device, of 3,000 jobs; the process took 12 s of
+# 30 GPU batches more, 20 sent at their linger end and 10 for a near deadline, of 3,000 jobs; the process took 12 s of
 # CPU time, its two loops 4.5 s busy
-gpu_work() { printf 'isn_scheduler_batches_total{reason="full"} 7\nisn_scheduler_batches_total{reason="linger"} %s\nisn_scheduler_batches_total{reason="device"} %s\nisn_scheduler_batch_jobs_total %s\nprocess_cpu_seconds_total %s\nisn_loop_busy_seconds_total{loop="0"} %s\nisn_loop_busy_seconds_total{loop="1"} %s\n' "$2" "$3" "$4" "$5" "$6" "$7" >>"$1"; }
+gpu_work() { printf 'isn_scheduler_batches_total{reason="full"} 7\nisn_scheduler_batches_total{reason="linger"} %s\nisn_scheduler_batches_total{reason="deadline"} %s\nisn_scheduler_batch_jobs_total %s\nprocess_cpu_seconds_total %s\nisn_loop_busy_seconds_total{loop="0"} %s\nisn_loop_busy_seconds_total{loop="1"} %s\n' "$2" "$3" "$4" "$5" "$6" "$7" >>"$1"; }
 gpu_work "$work/before" 5 0 500 3.0 1.0 1.0
 gpu_work "$work/after" 25 10 3500 15.0 3.5 3.0
 out=$(python3 bench/node_sheds.py "$work/before" "$work/after")
 expect "stalls seen" "$(field stalls_seen <<<"$out")" 2
 expect "GPU batches" "$(field gpu_batches <<<"$out")" 30
-expect "GPU batches by why" "$(field gpu_batches_by_reason <<<"$out")" "{'linger': 20, 'device': 10}"
+expect "GPU batches by why" "$(field gpu_batches_by_reason <<<"$out")" "{'linger': 20, 'deadline': 10}"
 expect "GPU batch size" "$(field gpu_batch_jobs_mean <<<"$out")" 100.0
 expect "process CPU time" "$(field process_cpu_seconds <<<"$out")" 12.0
 expect "loops busy" "$(field loop_busy_seconds <<<"$out")" 4.5
