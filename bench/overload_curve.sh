@@ -11,8 +11,9 @@
 # that share a physical core with the generator's (cpus_sharing_cores, "isnd/generator" pairs of hyperthread
 # siblings, bench/cpu_split.py; empty when ISND_CPUS and BENCH_CPUS keep apart), and the node's own view of its
 # refusals (bench/node_sheds.py: time from arrival to refusal, and where they were refused), of its late replies
-# (node late: CPU/GPU), of its loops' wait for a CPU while ready to run (loop wait, seconds over all loops) and of its CPU's first stage per job
-# (cpu_retrieval_us_per_job: the machine's speed as the node's own work measures it). A
+# (node late: CPU/GPU), of its loops' wait for a CPU while ready to run (loop wait, seconds over all loops) and
+# of its CPU's first stage per job (cpu_retrieval_us_per_job: the machine's speed as the node's own work
+# measures it). A
 # summary table (medians over the repeats) goes to stderr; --plot draws on-time/s against offered/s
 # with gnuplot.
 #
