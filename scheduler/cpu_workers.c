@@ -178,6 +178,12 @@ void sched_take_features(isn_scheduler *s, isn_job *job) {
         isn_job_features_lists(index, job->query, job->k, job->mode, job->algo, &job->features);
         return;
     }
+    /* The quick features only decide whether the GPU takes a job that either may answer: a job only the CPU
+     * may answer goes to the probe at once (a second pass over its block maxima otherwise). */
+    if (job->placement == ISN_PLACE_CPU) {
+        isn_job_features_of(index, job->query, job->k, job->mode, job->algo, &job->features);
+        return;
+    }
     isn_job_features_quick(index, job->query, job->k, job->mode, job->algo, &job->features);
     /* With a preparation backlog (half of what arrivals may queue, or a standing one) the workers' time
      * goes to preparing: the probe, several times the cost of the rest and only a sharper CPU
