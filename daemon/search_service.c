@@ -360,6 +360,8 @@ static bool on_prepare(void *user, isn_job *sched, void *worker_state) {
         if (!eligible) gpu_uncount(service, job);
         sched->gpu_request = eligible ? &job->gpu_request : NULL;
         sched->placement = !eligible ? ISN_PLACE_CPU : service->gpu_route_all ? ISN_PLACE_GPU : ISN_PLACE_ANY;
+    } else if (service->sim_gpus && service->gpu_route_all) {
+        sched->placement = ISN_PLACE_GPU; /* a simulated GPU answers any query (without hits) */
     }
     return true; /* the scheduler takes the cost features from job->sched.query */
 }
@@ -522,6 +524,7 @@ search_service *search_service_start(index_generation *first, const isn_conf *co
     }
     if (conf->gpu_sim_devices) {
         service->sim_gpus = conf->gpu_sim_devices;
+        service->gpu_route_all = conf->gpu_route_all;
         config.simulated_gpus = conf->gpu_sim_devices;
         config.simulated.launch_ns = conf->gpu_sim_launch_ns;
         config.simulated.per_posting_ns = 1000.0 / conf->gpu_sim_postings_per_us;
