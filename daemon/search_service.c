@@ -507,9 +507,9 @@ search_service *search_service_start(index_generation *first, const isn_conf *co
         return NULL;
     }
     for (uint32_t d = 0; d < service->gpu.num_backends; d++) config.gpu_backends[d] = service->gpu.backends[d];
+    service->gpu_route_all = conf->gpu_route_all; /* real devices' and simulated ones' (on_prepare) */
     if (service->gpu.num_backends) {
         service->gpu_max_k = conf->gpu_max_k;
-        service->gpu_route_all = conf->gpu_route_all;
         config.num_gpu_backends = service->gpu.num_backends;
         config.gpu_backend_max_batch = conf->gpu_max_batch;
         config.gpu_backend_streams = conf->gpu_streams;
@@ -524,7 +524,6 @@ search_service *search_service_start(index_generation *first, const isn_conf *co
     }
     if (conf->gpu_sim_devices) {
         service->sim_gpus = conf->gpu_sim_devices;
-        service->gpu_route_all = conf->gpu_route_all;
         config.simulated_gpus = conf->gpu_sim_devices;
         config.simulated.launch_ns = conf->gpu_sim_launch_ns;
         config.simulated.per_posting_ns = 1000.0 / conf->gpu_sim_postings_per_us;
