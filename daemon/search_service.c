@@ -385,6 +385,7 @@ int search_service_submit(search_service *service, search_job *job) {
     memset(sched, 0, sizeof *sched);
     sched->user = job;
     sched->received_ns = job->arrived_ns;
+    sched->submitted_ns = job->enqueued_ns;
     sched->deadline_ns = job->deadline_ns;
     sched->reader_keeps_up = job->reader_keeps_up;
     sched->prepare_on_worker = large_request(job->request);

@@ -184,6 +184,8 @@ static void refill_reset_tokens(isn_grpc_conn *conn, uint64_t now, double earned
         if (burst > ISN_GRPC_PENALIZED_RESET_BURST) burst = ISN_GRPC_PENALIZED_RESET_BURST;
         rate /= ISN_GRPC_PENALIZED_RESET_RATE_DIVISOR;
     }
+    /* an answer's refill takes the time its read or flush began, which a reset's reading may have passed */
+    if (now < conn->reset_tokens_ns) now = conn->reset_tokens_ns;
     if (!conn->reset_tokens_ns) conn->reset_tokens = burst;
     else conn->reset_tokens += (double)(now - conn->reset_tokens_ns) * 1e-9 * rate;
     conn->reset_tokens += earned;
@@ -259,7 +261,10 @@ static int on_stream_close(nghttp2_session *session, int32_t stream_id, uint32_t
     isn_grpc_conn *conn = user_data;
     isn_grpc_call *call = nghttp2_session_get_stream_user_data(session, stream_id);
     if (!call) return 0;
-    if (call->answered_ok && error_code == NGHTTP2_NO_ERROR) refill_reset_tokens(conn, isn_now_ns(), 1.0);
+    if (call->answered_ok && error_code == NGHTTP2_NO_ERROR) {
+        uint64_t recent = conn->server->recent_ns;
+        refill_reset_tokens(conn, recent ? recent : isn_now_ns(), 1.0);
+    }
     nghttp2_session_set_stream_user_data(session, stream_id, NULL);
     isn_grpc_call_detach(conn, call);
     isn_grpc_server_check_drained(conn->server);

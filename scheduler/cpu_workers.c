@@ -189,7 +189,7 @@ void sched_take_features(isn_scheduler *s, isn_job *job) {
      * goes to preparing: the probe, several times the cost of the rest and only a sharper CPU
      * prediction, is skipped (and so is the look at the queues that decides whether it is needed). */
     bool hurried = atomic_load_explicit(&s->prepare_standing, memory_order_relaxed) ||
-                   sched_preparing_ns_quick(s) > 0.5 * SCHED_CODEL_ARRIVAL_SHARE * SCHED_CODEL_TARGET_NS;
+                   sched_preparing_ns_quick(s, isn_now_ns()) > 0.5 * SCHED_CODEL_ARRIVAL_SHARE * SCHED_CODEL_TARGET_NS;
     bool gpu_bound = job->placement == ISN_PLACE_ANY && (hurried || sched_gpu_clearly_wins(s, job));
     if (!gpu_bound) {
         isn_job_features_of(index, job->query, job->k, job->mode, job->algo, &job->features);

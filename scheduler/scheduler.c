@@ -458,8 +458,8 @@ void isn_scheduler_get_stats(isn_scheduler *s, isn_scheduler_stats *st) {
     for (int d = 0; d < ISN_DEVICE_KINDS; d++) st->measured_job_seconds[d] = s->meter[d].job_ns / 1e9;
     st->prepare_backlog_standing = atomic_load(&s->prepare_standing);
     pthread_mutex_unlock(&s->lock);
-    st->prepare_still_seconds = sched_prepare_still_ns(s) / 1e9; /* read first: the prediction read later counts more */
-    st->prepare_predicted_wait_seconds = sched_preparing_ns_quick(s) / 1e9;
+    st->prepare_still_seconds = sched_prepare_still_ns(s, isn_now_ns()) / 1e9; /* read first: the prediction read later counts more */
+    st->prepare_predicted_wait_seconds = sched_preparing_ns_quick(s, isn_now_ns()) / 1e9;
     st->prepare_departure_seconds = atomic_load_explicit(&s->prepare_departure_ns, memory_order_relaxed) / 1e9;
     for (uint32_t i = 0; i < s->config.workers; i++) st->deque_depth += isn_deque_size(&s->workers[i].deque);
     pthread_rwlock_rdlock(&s->model_lock);

@@ -109,6 +109,9 @@ struct isn_job {
      * at a time, after the normal requests, so that its senders cannot take every worker. */
     bool prepare_on_worker;
     uint64_t received_ns; /* start of its time budget */
+    /* The submitter's clock reading as it submits (0: the scheduler reads the clock): a server loop has
+     * just read it, and the loops' time is what overload is answered with. */
+    uint64_t submitted_ns;
     uint64_t deadline_ns; /* absolute, CLOCK_MONOTONIC; 0 = none */
     /* Its reader (a server loop) was keeping up with its sockets when it read it: an age the job gained
      * while the whole node stood still is then not a queue's, and counts against it only in part

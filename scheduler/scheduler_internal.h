@@ -728,9 +728,9 @@ double sched_scale_locked(isn_scheduler *s, isn_device_kind device);
  * prepared a job (prepare_ns: how long that took) */
 double sched_gpu_ahead_ns(const isn_scheduler *s, bool with_undecided);
 uint32_t sched_normal_pending(isn_scheduler *s);
-double sched_preparing_ns_quick(isn_scheduler *s);
+double sched_preparing_ns_quick(isn_scheduler *s, uint64_t now);
 /* How long the normal preparation queue has gone without moving while requests wait in it (0: none waits). */
-double sched_prepare_still_ns(isn_scheduler *s);
+double sched_prepare_still_ns(isn_scheduler *s, uint64_t now);
 double sched_admit_by_ns(const isn_scheduler *s, uint64_t received_ns, uint64_t deadline_ns);
 double sched_admit_by_at_ns(const isn_scheduler *s, uint64_t received_ns, uint64_t deadline_ns, uint64_t now,
                             bool reader_keeps_up);

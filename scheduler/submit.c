@@ -39,8 +39,8 @@ uint32_t sched_normal_pending(isn_scheduler *s) {
  * nothing of their wait. Counted whole, it refused the requests the stall had left in the sockets (they
  * are read at once, before the workers, resumed in their jobs, take the next), each after waiting
  * through the stall. */
-static double queue_still_ns(isn_scheduler *s) {
-    uint64_t moved = atomic_load_explicit(&s->prepare_moved_ns, memory_order_relaxed), now = isn_now_ns();
+static double queue_still_ns(isn_scheduler *s, uint64_t now) {
+    uint64_t moved = atomic_load_explicit(&s->prepare_moved_ns, memory_order_relaxed);
     uint64_t resumed = atomic_load_explicit(&s->resumed_ns, memory_order_relaxed);
     if (resumed > moved) moved = resumed;
     return now > moved ? (double)(now - moved) : 0.0;
@@ -70,31 +70,32 @@ static void note_resume_if_stalled(isn_scheduler *s, uint64_t received_ns, uint6
  * after a stall every request taken in the drain that follows had waited through it, and that wait,
  * carried to each arrival until a fresh one was taken, refused requests that the drained queue would
  * have prepared at once. */
-static double prepare_wait_floor(isn_scheduler *s, uint32_t pending, double estimate_ns) {
+static double prepare_wait_floor(isn_scheduler *s, uint32_t pending, double estimate_ns, uint64_t now) {
     double drained = (double)pending * atomic_load_explicit(&s->prepare_departure_ns, memory_order_relaxed);
-    double still = queue_still_ns(s);
+    double still = queue_still_ns(s, now);
     double wait = estimate_ns > drained ? estimate_ns : drained;
     return still > wait ? still : wait;
 }
 
-double sched_prepare_still_ns(isn_scheduler *s) { return sched_normal_pending(s) ? queue_still_ns(s) : 0.0; }
+double sched_prepare_still_ns(isn_scheduler *s, uint64_t now) { return sched_normal_pending(s) ? queue_still_ns(s, now) : 0.0; }
 
 /* Under the lock: how long the workers need for the unprepared jobs queued now (they come first).
  * prepare_ns is measured wall time, contention included: no scale applies to it. */
-static double preparing_ns(isn_scheduler *s) {
+static double preparing_ns(isn_scheduler *s, uint64_t now) {
     double workers = sched_cpu_servers(s);
     uint32_t pending = sched_normal_pending(s);
-    return pending ? prepare_wait_floor(s, pending, (double)pending * s->prepare_ns / workers) : 0.0;
+    return pending ? prepare_wait_floor(s, pending, (double)pending * s->prepare_ns / workers, now) : 0.0;
 }
 
 /* preparing_ns without the lock: the pending count and the published preparation time. */
-double sched_preparing_ns_quick(isn_scheduler *s) {
+double sched_preparing_ns_quick(isn_scheduler *s, uint64_t now) {
     double workers = sched_cpu_servers(s);
     uint32_t pending = sched_normal_pending(s);
     return pending ? prepare_wait_floor(s, pending,
                                         (double)pending *
                                             atomic_load_explicit(&s->prepare_ns_published, memory_order_relaxed) /
-                                            workers)
+                                            workers,
+                                        now)
                    : 0.0;
 }
 
@@ -114,10 +115,10 @@ static bool cpu_counts_at_arrival(const isn_scheduler *s, double gpu_ns) {
  * admission point, so that what it lets in is what admission after preparation admits too: comparing
  * only the waits let in jobs that the queue at its admission level then refused once they had been
  * prepared, and under overload a third of the workers' time went to preparing them. */
-static void arrival_view_of(isn_scheduler *s, const double *wait, sched_arrival_view *view) {
+static void arrival_view_of(isn_scheduler *s, uint64_t now, const double *wait, sched_arrival_view *view) {
     double typical = s->meter[ISN_DEVICE_CPU].job_ns > s->arrival_cost_ns ? s->meter[ISN_DEVICE_CPU].job_ns : s->arrival_cost_ns;
     double workers = sched_cpu_servers(s);
-    view->preparing = preparing_ns(s);
+    view->preparing = preparing_ns(s, now);
     view->gpu_start = view->preparing + wait[ISN_DEVICE_GPU];
     view->gpu_done = view->gpu_start + isn_batch_cost_fixed_ns(&s->batch_cost) + (double)s->config.batch.linger_ns;
     bool cpu = cpu_counts_at_arrival(s, view->gpu_done);
@@ -197,7 +198,7 @@ static void publish_waits(isn_scheduler *s, uint64_t now, const double *wait, sc
     uint64_t last = atomic_load_explicit(&s->waits_published_at_ns, memory_order_relaxed);
     if (!fresh && (now < last || now - last < SCHED_PUBLISH_EVERY_NS)) return;
     sched_arrival_view own, *view = fresh ? fresh : &own;
-    arrival_view_of(s, wait, view);
+    arrival_view_of(s, now, wait, view);
     atomic_store_explicit(&s->arrival_cpu_done_ns, view->cpu_done, memory_order_relaxed);
     atomic_store_explicit(&s->arrival_cpu_start_ns, view->cpu_start, memory_order_relaxed);
     atomic_store_explicit(&s->arrival_gpu_done_ns, view->gpu_done, memory_order_relaxed);
@@ -246,7 +247,7 @@ static void queue_waits(isn_scheduler *s, uint64_t now, const double *scale, dou
     const isn_job *head = isn_edf_peek(&q[ISN_QUEUE_CPU]);
     double oldest = head && now > head->enqueued_ns ? (double)(now - head->enqueued_ns) : 0.0;
     /* workers prepare before they search */
-    wait[ISN_DEVICE_CPU] = isn_admission_wait_ns(model_cpu, measured_cpu, oldest) + preparing_ns(s);
+    wait[ISN_DEVICE_CPU] = isn_admission_wait_ns(model_cpu, measured_cpu, oldest) + preparing_ns(s, now);
     uint32_t gpus = sched_available_gpus(s, now);
     if (!gpus) {
         wait[ISN_DEVICE_GPU] = INFINITY;
@@ -440,7 +441,7 @@ static bool may_admit_locked(isn_scheduler *s, uint64_t received_ns, uint64_t de
                              const double *scale, bool reader_keeps_up) {
     if (!deadline_ns) return true;
     /* CoDel's target follows the job's own admission budget, not how much of it is left */
-    if (codel_refuses_arrival(s, received_ns, sched_admit_by_ns(s, received_ns, deadline_ns), sched_preparing_ns_quick(s)))
+    if (codel_refuses_arrival(s, received_ns, sched_admit_by_ns(s, received_ns, deadline_ns), sched_preparing_ns_quick(s, now)))
         return false;
     double admit_by = sched_admit_by_at_ns(s, received_ns, deadline_ns, now, reader_keeps_up);
     double remaining = SCHED_ARRIVAL_SHARE * (admit_by - (double)now);
@@ -449,7 +450,7 @@ static bool may_admit_locked(isn_scheduler *s, uint64_t received_ns, uint64_t de
     queue_waits(s, now, scale, wait, &view); /* and publishes it when due */
     sched_arrival_miss miss;
     sched_arrival_verdict verdict = sched_arrival_judge_view(
-        &view, remaining, sched_normal_pending(s), preparing_ns(s),
+        &view, remaining, sched_normal_pending(s), preparing_ns(s, now),
         preparation_credit_ns(s, received_ns, deadline_ns, admit_by, INFINITY), &miss);
     return arrival_verdict_admits(s, verdict, &miss);
 }
@@ -521,15 +522,19 @@ static isn_submit_result queue_large_for_prepare(isn_scheduler *s, isn_job *job)
     return ISN_SUBMIT_QUEUED;
 }
 
+static bool may_admit_quick_at(isn_scheduler *s, uint64_t received_ns, uint64_t deadline_ns, bool reader_keeps_up,
+                               uint64_t now);
+
 /* Queues a job for a worker to prepare (prepare_one), unless no device could even start it in time
  * (judged from the last admission decision's waits while they are fresh: the request's HEADERS passed
  * the same check). */
 static isn_submit_result queue_for_prepare(isn_scheduler *s, isn_job *job) {
-    job->enqueued_ns = isn_now_ns();
+    job->enqueued_ns = job->submitted_ns ? job->submitted_ns : isn_now_ns();
     job->refusal = 0;
     if (!job->received_ns) job->received_ns = job->enqueued_ns;
     if (!s->config.prepare) return ISN_SUBMIT_STOPPED;
-    if (!isn_scheduler_may_admit_quick(s, job->received_ns, job->deadline_ns, job->reader_keeps_up)) return ISN_SUBMIT_SHED_LATE;
+    if (!may_admit_quick_at(s, job->received_ns, job->deadline_ns, job->reader_keeps_up, job->enqueued_ns))
+        return ISN_SUBMIT_SHED_LATE;
     isn_submit_result result = job->prepare_on_worker ? queue_large_for_prepare(s, job) : stage_for_prepare(s, job);
     if (result == ISN_SUBMIT_QUEUED && atomic_load(&s->idle.count)) sched_wake_idle_workers(s, false);
     return result;
@@ -570,9 +575,10 @@ bool isn_scheduler_may_admit(isn_scheduler *s, uint64_t received_ns, uint64_t de
     return ok;
 }
 
-bool isn_scheduler_may_admit_quick(isn_scheduler *s, uint64_t received_ns, uint64_t deadline_ns, bool reader_keeps_up) {
+/* isn_scheduler_may_admit_quick at the caller's reading of the clock. */
+static bool may_admit_quick_at(isn_scheduler *s, uint64_t received_ns, uint64_t deadline_ns, bool reader_keeps_up,
+                               uint64_t now) {
     if (!deadline_ns) return true;
-    uint64_t now = isn_now_ns();
     note_resume_if_stalled(s, received_ns, now, reader_keeps_up);
     /* A refusal here reaches no admission decision, so it refreshes nothing: once the published
      * start is older than SCHED_QUICK_STALE_NS the full check runs (and publishes anew), or a refusal
@@ -594,7 +600,7 @@ bool isn_scheduler_may_admit_quick(isn_scheduler *s, uint64_t received_ns, uint6
         isn_striped_add(&s->shed_overload, 1);
         return false;
     }
-    double preparing = sched_preparing_ns_quick(s); /* read once */
+    double preparing = sched_preparing_ns_quick(s, now); /* read once */
     if (codel_refuses_arrival(s, received_ns, sched_admit_by_ns(s, received_ns, deadline_ns), preparing)) {
         isn_striped_add(&s->shed_overload, 1);
         return false;
@@ -603,6 +609,10 @@ bool isn_scheduler_may_admit_quick(isn_scheduler *s, uint64_t received_ns, uint6
         s, sched_arrival_judge_view(&view, remaining, sched_normal_pending(s), preparing, credit_room, &miss), &miss);
     if (!ok) isn_striped_add(&s->shed_overload, 1);
     return ok;
+}
+
+bool isn_scheduler_may_admit_quick(isn_scheduler *s, uint64_t received_ns, uint64_t deadline_ns, bool reader_keeps_up) {
+    return !deadline_ns || may_admit_quick_at(s, received_ns, deadline_ns, reader_keeps_up, isn_now_ns());
 }
 
 bool isn_scheduler_prepares_on_submit(const isn_scheduler *s) {
