@@ -338,6 +338,18 @@ static void test_filtered_bags_take_the_fast_path(void **state) {
         else assert_true(st.accumulator_queries[ISN_GPU_ACC_BOUNDS] > 0);
         assert_true(st.filter_bitmap_queries > 0 && st.filter_bitmap_queries < NUM_QUERIES - 1);
     }
+    {
+        /* ISN_GPU_BOUND_PASS_FILTERED=0 (to compare): the same batch's queries with filters leave the bound pass, its
+         * plain bags (one in four) stay on it, and every one is answered as the CPU does */
+        setenv("ISN_GPU_BOUND_PASS_FILTERED", "0", 1);
+        const tree_run run = {.emulate = emulate, .filters_only = true, .mixed = true, .mode = ISN_MODE_OR, .k = 32,
+                              .pruning = ISN_GPU_PRUNE_NEVER};
+        isn_gpu_batch_stats st;
+        check_trees(&run, &st);
+        unsetenv("ISN_GPU_BOUND_PASS_FILTERED");
+        assert_true(st.accumulator_queries[ISN_GPU_ACC_BOUNDS] > 0);
+        assert_true(st.accumulator_queries[ISN_GPU_ACC_BOUNDS] <= NUM_QUERIES / 4);
+    }
     for (int by_ranges = 0; by_ranges < 2; by_ranges++)
         for (size_t i = 0; i < 3; i += 2) {
             const tree_run run = {.emulate = emulate, .filters_only = true, .and_by_ranges = by_ranges,
