@@ -2,7 +2,8 @@
 # Goodput under overload (issue 35, DESIGN section 7): one isnd per configuration, then `isn-bench
 # --rate` at fixed multiples of a given rate (the configuration's own sustained rate as 1x), REPEATS
 # times. One JSON line per point and repeat: offered and on-time answers per second, shed, late,
-# deadline exceeded, client timeouts, not sent, p50/p99 of the answered requests and p99 of the shed
+# deadline exceeded, client timeouts, not sent, the other errors by status (INVALID_ARGUMENT: a query the index
+# cannot answer, such as a phrase without positions), p50/p99 of the answered requests and p99 of the shed
 # ones as the client saw them, the generator's send lag p50/p99 (where it fell behind its schedule, it
 # may be the limit, not the node), the share of the machine's CPU time its VM host took meanwhile (steal), how
 # long isnd's cgroup CPU quotas stopped it meanwhile (cgroup_throttled_ms, bench/cgroup_throttle.py), the speed of
@@ -138,6 +139,7 @@ row = {"config": name, "repeat": repeat, "sustained_rate": rate, "multiple": m,
        "shed": s["resource_exhausted"], "late": p["late"], "partial": p["partial"],
        "deadline_exceeded": s["deadline_exceeded"], "client_timeouts": s["client_timeout"],
        "transport_errors": s["transport_error"], "refused_streams": s.get("refused_stream", 0), "not_sent": p["not_sent"],
+       "invalid_argument": s.get("invalid_argument", 0), "unavailable": s.get("unavailable", 0), "other_errors": s.get("other", 0),
        "client_refused": p.get("client_refused", 0), "client_refused_no_room": p.get("client_refused_no_room", 0),
        "answered_p50_ms": p["latency_us"]["p50"] / 1000, "answered_p99_ms": p["latency_us"]["p99"] / 1000,
        "shed_p99_ms": p["shed_latency_us"]["p99"] / 1000,
