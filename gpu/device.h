@@ -283,6 +283,15 @@ extern const gpu_device_ops gpu_emulated_device;
 /* An ISN_GPU_* switch's number (env_switches.c), or `otherwise` when it is unset, not a whole number, or
  * outside [least, 2^31). */
 uint32_t gpu_env_number(const char *name, uint32_t otherwise, uint32_t least);
+/* Which queries a device gives the bound pass, beside what the pass itself can take (gpu_bound_pass_takes):
+ * ISN_GPU_BOUND_PASS=0 none, ISN_GPU_BOUND_PASS_FILTERED=0 none with filters, ISN_GPU_BOUND_MAX_K their largest
+ * k. Read once per device (gpu_bound_pass_switches_read), tested per query (gpu_bound_pass_for). */
+typedef struct {
+    bool on;
+    bool filtered;
+    uint32_t max_k;
+} gpu_bound_pass_switches;
+gpu_bound_pass_switches gpu_bound_pass_switches_read(void);
 /* NULL in a build without CUDA. */
 const gpu_device_ops *gpu_cuda_device_ops(void);
 

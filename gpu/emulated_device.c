@@ -36,9 +36,7 @@ struct gpu_device {
     double cell_bound[GPU_RANGE_DOCS / GPU_SUB_DOCS];    /* the bound grid, every list */
     double cell_ne_bound[GPU_RANGE_DOCS / GPU_SUB_DOCS]; /* and the non-essential lists alone */
     uint32_t *counts; /* the bound pass's counters of a group of ranges */
-    bool bound_pass;  /* ISN_GPU_BOUND_PASS=0: never, as on the CUDA device */
-    bool bound_pass_filtered; /* ISN_GPU_BOUND_PASS_FILTERED=0: not for queries with filters, likewise */
-    uint32_t bound_max_k;
+    gpu_bound_pass_switches bound_pass; /* as on the CUDA device */
     uint32_t retries;
     uint32_t num_ranges;
     const gpu_batch *pending[EMULATED_SLOTS];
@@ -112,9 +110,7 @@ static gpu_device *emulated_open(int ordinal, const gpu_upload *upload, char *er
     d->candidates = malloc((size_t)upload->max_candidates * sizeof *d->candidates);
     d->candidates_cap = upload->max_candidates;
     d->counts = malloc(GPU_BOUND_RANGES * GPU_RANGE_DOCS * sizeof *d->counts);
-    d->bound_pass = gpu_env_number("ISN_GPU_BOUND_PASS", 1, 0) != 0;
-    d->bound_pass_filtered = gpu_env_number("ISN_GPU_BOUND_PASS_FILTERED", 1, 0) != 0;
-    d->bound_max_k = gpu_env_number("ISN_GPU_BOUND_MAX_K", GPU_BOUND_MAX_K, 0);
+    d->bound_pass = gpu_bound_pass_switches_read();
     d->filter_bitmaps = upload->num_attribute_words > 0 && gpu_env_number("ISN_GPU_FILTER_BITMAPS", 1, 0) != 0;
     d->pass_words = gpu_pass_doc_words(upload->num_docs);
     d->pass_stride = gpu_pass_stride(upload->num_docs);
@@ -548,7 +544,7 @@ static uint32_t range_query(gpu_device *d, const gpu_batch *b, const gpu_query *
                             uint32_t *retries) {
     uint32_t num_docs = q->doc_limit < d->upload.num_docs ? q->doc_limit : d->upload.num_docs;
     uint64_t theta_key;
-    if (d->bound_pass && (d->bound_pass_filtered || q->num_filters == 0) && gpu_bound_pass_takes(q, d->bound_max_k)) {
+    if (gpu_bound_pass_for(&d->bound_pass, q)) {
         bound_pass(d, b, q, num_docs, res, &theta_key);
         return collect_with_retries(d, b, q, num_docs, d->num_ranges, theta_key, res, retries);
     }

@@ -135,9 +135,7 @@ struct gpu_device {
     // theirs a last wave almost empty
     uint32_t resident_wide[3], resident_compact[3], resident_narrow[3], resident_short[3], resident_bound[3];
     uint32_t resident_prior; // prior_report_kernel's (one variant: it tests filters as each query says)
-    bool bound_pass;           // the bound pass for the queries it takes (kernels.h; ISN_GPU_BOUND_PASS=0: never)
-    bool bound_pass_filtered;  // and for those with filters (ISN_GPU_BOUND_PASS_FILTERED=0: not, to compare)
-    uint32_t bound_max_k;      // and their largest k (kBoundMaxK; ISN_GPU_BOUND_MAX_K, to measure)
+    gpu_bound_pass_switches bound_pass; // which queries the pass may take get it (kernels.h; to compare, device.h)
     bool query_major;          // report grids with the query in x (ISN_GPU_QUERY_MAJOR=0: in y, to compare)
     uint32_t waves, max_ranges_per_block; // ranges_per_block's (ISN_GPU_WAVES, ISN_GPU_MAX_RANGES_PER_BLOCK: to measure)
     uint32_t min_ranges_per_block;        // and its least (ISN_GPU_MIN_RANGES_PER_BLOCK: so that a small index's
@@ -407,9 +405,7 @@ static int open_device(gpu_device *d, char *err, size_t err_len) {
                                (int)(kSelectKeys * sizeof(uint64_t))));
     CHECK(cudaFuncSetAttribute(bound_select_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                (int)(kSelectKeys * sizeof(uint64_t))));
-    d->bound_pass = gpu_env_number("ISN_GPU_BOUND_PASS", 1, 0) != 0;
-    d->bound_pass_filtered = gpu_env_number("ISN_GPU_BOUND_PASS_FILTERED", 1, 0) != 0;
-    d->bound_max_k = gpu_env_number("ISN_GPU_BOUND_MAX_K", kBoundMaxK, 0);
+    d->bound_pass = gpu_bound_pass_switches_read();
     CHECK(cudaFuncSetAttribute(rescore_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kSharedBytes));
     CHECK(cudaFuncSetAttribute(rescore_prior_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kSharedBytes));
     CHECK(cudaFuncSetAttribute(prior_report_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kSharedBytes));
@@ -637,8 +633,7 @@ static int cuda_launch(gpu_device *d, uint32_t slot, const gpu_batch *batch, cha
     for (uint32_t q = 0; q < nr; q++) {
         const gpu_query &query = batch->queries[q];
         const acc_kind kind = accumulator_kind(d, &query, batch->terms);
-        const bool bounds = d->bound_pass && (d->bound_pass_filtered || query.num_filters == 0) &&
-                            gpu_bound_pass_takes(&query, d->bound_max_k);
+        const bool bounds = gpu_bound_pass_for(&d->bound_pass, &query);
         const bool prior = query.prior_weight != 0.0f;
         s->prior_range_queries += prior;
         const int kernel = prior                                 ? kPriorKernel

@@ -284,6 +284,11 @@ GPU_HD bool gpu_bound_pass_takes(const gpu_query *q, uint32_t max_k) {
            q->prior_weight == 0.0f;
 }
 
+/* Whether a device whose switches are `on` gives a query the bound pass. */
+GPU_HD bool gpu_bound_pass_for(const gpu_bound_pass_switches *on, const gpu_query *q) {
+    return on->on && (on->filtered || q->num_filters == 0) && gpu_bound_pass_takes(q, on->max_k);
+}
+
 /* ------------------------------------------------------------------ query trees and filters */
 
 /* What a tree query's term t does to a slot's match-count byte: 1 adds one (required; every term of an AND
