@@ -8,12 +8,17 @@
  *   bench_cpu_speed [--seconds S]     (default 1; pin it with taskset to the core to measure)
  *
  * Prints one JSON line: the median, 10th and 90th percentile of the per-slice ns per step (slices of
- * about 5 ms), the slices, and the seconds measured. */
+ * about 5 ms), the slices, and the seconds measured; then what two machines of the same step speed may still
+ * differ in, and what a serving loop does for every request: the median ns of one monotonic clock read
+ * (a few ns where the kernel's clocksource is read in user space, a system call where it is not) and of one
+ * system call that does nothing (the kernel's entry and exit, which its speculation mitigations lengthen). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #define STEPS_PER_SLICE 2000000
 #define MAX_SLICES 20000
@@ -36,6 +41,25 @@ static uint64_t chain(uint64_t state) {
         state ^= state >> 29;
     }
     return state;
+}
+
+#define CALLS_PER_SLICE 20000
+#define CALL_SLICES 25
+
+/* The median over CALL_SLICES slices of ns per call of one clock read (syscalls false) or one getppid. */
+static double ns_per_call(int syscalls) {
+    double per_call[CALL_SLICES];
+    struct timespec sink;
+    for (int s = 0; s < CALL_SLICES; s++) {
+        double before = monotonic_seconds();
+        for (int i = 0; i < CALLS_PER_SLICE; i++) {
+            if (syscalls) syscall(SYS_getppid);
+            else clock_gettime(CLOCK_MONOTONIC, &sink);
+        }
+        per_call[s] = (monotonic_seconds() - before) * 1e9 / CALLS_PER_SLICE;
+    }
+    qsort(per_call, CALL_SLICES, sizeof *per_call, by_value);
+    return per_call[CALL_SLICES / 2];
 }
 
 int main(int argc, char **argv) {
@@ -66,8 +90,10 @@ int main(int argc, char **argv) {
     }
     qsort(ns_per_step, (size_t)slices, sizeof *ns_per_step, by_value);
     /* the state is printed so that the compiler must compute it */
-    printf("{\"ns_per_step\": %.4f, \"p10\": %.4f, \"p90\": %.4f, \"slices\": %d, \"seconds\": %.3f, \"state\": %llu}\n",
+    const double clock_read_ns = ns_per_call(0), syscall_ns = ns_per_call(1);
+    printf("{\"ns_per_step\": %.4f, \"p10\": %.4f, \"p90\": %.4f, \"slices\": %d, \"seconds\": %.3f, \"state\": %llu, "
+           "\"clock_read_ns\": %.1f, \"syscall_ns\": %.1f}\n",
            ns_per_step[slices / 2], ns_per_step[slices / 10], ns_per_step[slices * 9 / 10], slices, now - start,
-           (unsigned long long)(state & 0xffff));
+           (unsigned long long)(state & 0xffff), clock_read_ns, syscall_ns);
     return 0;
 }

@@ -36,7 +36,8 @@
 # 12 on the CPU alone and 6 beside a GPU with 5 loops), isn-bench on BENCH_CPUS (12-15). Where CPUs are
 # hyperthread siblings the defaults are whole cores instead (bench/cpu_split.py split 4: the generator's four
 # CPUs on the highest cores, isnd on the rest), so that the generator never runs on a core of isnd's;
-# cpu-topology.txt says what the machine had.
+# cpu-topology.txt says what the machine had (its CPUs, model, kernel, clocksource and mitigations, and one core's
+# speed, clock read and system call: bench_cpu_speed).
 set -u
 B=${BUILD:-.devbin}
 D=${DEVDATA:-.devdata}
@@ -60,7 +61,14 @@ DEADLINE_MS=${DEADLINE_MS:-50}
 export LD_LIBRARY_PATH=$PWD/.devlibs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 mkdir -p "$O"
 { python3 "$(dirname "$0")/cpu_split.py" describe; echo "isnd on $ISND_CPUS, isn-bench on $BENCH_CPUS"
-  command -v lscpu >/dev/null && lscpu -e=CPU,CORE,SOCKET,NODE; } >"$O/cpu-topology.txt" 2>&1
+  command -v lscpu >/dev/null && lscpu -e=CPU,CORE,SOCKET,NODE
+  # what else two machines of one GPU model and step speed may differ in: the CPU model and its caches, the
+  # kernel, its clocksource (a clock read in user space or a system call), its mitigations, transparent huge pages
+  echo; command -v lscpu >/dev/null && lscpu | grep -v '^Flags:'; echo "kernel: $(uname -r)"
+  echo "clocksource: $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource 2>/dev/null)"
+  echo "transparent huge pages: $(cat /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null)"
+  [ -x "$B/bench/bench_cpu_speed" ] && echo "one core: $(taskset -c "${ISND_CPUS%%[-,]*}" "$B/bench/bench_cpu_speed" --seconds 0.3)"
+} >"$O/cpu-topology.txt" 2>&1
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$O/device.txt"
 
 flags_of() { # config -> isnd flags; FLAGS_<config> names any other configuration's
