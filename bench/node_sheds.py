@@ -3,8 +3,9 @@
 (files BEFORE and AFTER). Prints one JSON object: refusals counted by isn_shed_duration_seconds, the
 share answered within 1 ms of arrival, the p99 (the upper bound of the histogram bucket that holds
 it), and where the scheduler refused them (at HEADERS, on arrival by CoDel's bound, unprepared after
-a wait, by routing once prepared); the loops' iterations, with how many took over 1 ms, and the stalls
-they saw; the CPU's first stage per job (its wall time, and on the jobs isnd samples its worker's CPU
+a wait, by routing once prepared); the loops' iterations, with how many took over 1 ms, the loops' busy
+time by part (reads, replies, flushes, other) over all iterations and over those past 1 ms, with the
+reads and requests each of those held, and the stalls they saw; the CPU's first stage per job (its wall time, and on the jobs isnd samples its worker's CPU
 time, which leaves out the waits for a core that the node's own threads cause), the machine's speed as the
 node's own work measures it; the GPU batches sent, by why, and their mean size; and the process's CPU time
 beside the loops' busy time (what is left is mostly the workers' and the dispatchers').
@@ -85,6 +86,16 @@ def main():
         if m and delta(name):
             batches_by_reason[m.group(1)] = int(delta(name))
     batches = sum(batches_by_reason.values())
+    # the loops' busy time by part (isn_loop_work_seconds_total{part}), over all iterations and over those past
+    # 1 ms, with what those read: what a long iteration, behind which a refusal waits, was spent on
+    def by_part(family):
+        parts = {}
+        for name in after:
+            m = re.fullmatch(family + r'\{part="([^"]+)"\}', name)
+            if m:
+                parts[m.group(1)] = round(delta(name), 6)
+        return parts
+    long_iterations = delta("isn_loop_long_iterations_total")
     print(json.dumps({
         "node_shed": int(count),
         "node_shed_within_1ms_share": round(within_1ms / count, 4) if count else None,
@@ -109,6 +120,14 @@ def main():
         "loop_iterations": int(iterations),
         "loop_iterations_over_1ms": int(iterations - iterations_within_1ms) if iterations else None,
         "loop_iteration_seconds": round(delta("isn_loop_iteration_seconds_sum"), 6),
+        "loop_work_seconds": by_part("isn_loop_work_seconds_total"),
+        "long_iterations": {
+            "count": int(long_iterations),
+            "seconds": by_part("isn_loop_long_iteration_seconds_total"),
+            "reads_each": round(delta("isn_loop_long_iteration_reads_total") / long_iterations, 1) if long_iterations else None,
+            "requests_each": round(delta("isn_loop_long_iteration_requests_total") / long_iterations, 1)
+            if long_iterations else None,
+        },
         # the loops' wait for a CPU while ready to run (absent on kernels that keep no run delays)
         "loop_cpu_wait_seconds": round(sum(delta(name) for name in after
                                            if name.startswith("isn_loop_cpu_wait_seconds_total{")), 6),

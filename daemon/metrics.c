@@ -17,6 +17,11 @@ const char *search_stage_label(search_stage stage) {
 
 const char *stage_device_label(stage_device device) { return device == STAGE_ON_GPU ? "gpu" : "cpu"; }
 
+const char *loop_part_label(loop_part part) {
+    static const char *const labels[LOOP_PARTS] = {"reads", "replies", "flushes", "other"};
+    return (unsigned)part < LOOP_PARTS ? labels[part] : "?";
+}
+
 void metrics_count_request(metrics *m, rpc_method method, int status, double seconds) {
     if ((unsigned)method >= RPC_COUNT) method = RPC_UNKNOWN;
     if (status < 0 || status >= ISN_GRPC_STATUS_COUNT) status = ISN_GRPC_STATUS_UNKNOWN;
@@ -35,6 +40,13 @@ void metrics_add(metrics *sum, const metrics *m) {
             histogram_add(&sum->search_stage_seconds[device][stage], &m->search_stage_seconds[device][stage]);
     histogram_add(&sum->shed_seconds, &m->shed_seconds);
     histogram_add(&sum->loop_iteration_seconds, &m->loop_iteration_seconds);
+    for (int part = 0; part < LOOP_PARTS; part++) {
+        sum->loop_work_ns[part] += m->loop_work_ns[part];
+        sum->long_iteration_ns[part] += m->long_iteration_ns[part];
+    }
+    sum->long_iterations += m->long_iterations;
+    sum->long_iteration_reads += m->long_iteration_reads;
+    sum->long_iteration_requests += m->long_iteration_requests;
     for (int device = 0; device < STAGE_DEVICES; device++) {
         histogram_add(&sum->reply_wait_seconds[device], &m->reply_wait_seconds[device]);
         sum->answered_late[device] += m->answered_late[device];

@@ -19,6 +19,13 @@ const char *search_stage_label(search_stage stage);
 typedef enum { STAGE_ON_CPU, STAGE_ON_GPU, STAGE_DEVICES } stage_device;
 const char *stage_device_label(stage_device device);
 
+/* What a serving loop's busy time goes to: reads (requests decoded, refused or handed on), replies (finished
+ * jobs taken and their replies made), flushes (writes), the rest (timers, write callbacks, closes). */
+typedef enum { LOOP_PART_READS, LOOP_PART_REPLIES, LOOP_PART_FLUSHES, LOOP_PART_OTHER, LOOP_PARTS } loop_part;
+const char *loop_part_label(loop_part part);
+/* Iterations busy this long are counted apart (a refusal read in one waits for most of it). */
+#define LOOP_LONG_ITERATION_NS 1000000ull
+
 typedef struct {
     uint64_t requests[RPC_COUNT][ISN_GRPC_STATUS_COUNT];
     histogram request_seconds[RPC_COUNT]; /* headers received to reply submitted */
@@ -34,6 +41,10 @@ typedef struct {
      * refusals, replies, flushes). A request that reaches its socket during an iteration waits at least
      * for the rest of it, so the long ones are the tail of how soon a refusal can leave. */
     histogram loop_iteration_seconds;
+    /* Their busy time by part, over all iterations and over those past LOOP_LONG_ITERATION_NS; and for
+     * those, how many, and the reads and requests begun in them: what makes an iteration long. */
+    uint64_t loop_work_ns[LOOP_PARTS], long_iteration_ns[LOOP_PARTS];
+    uint64_t long_iterations, long_iteration_reads, long_iteration_requests;
     uint64_t answered_late[STAGE_DEVICES]; /* OK replies written after the request's deadline (the node's clock) */
     /* The CPU's first stage on its sampled jobs (search_worker.c): how many, their wall time and their
      * worker's CPU time. CPU time per job follows the machine's speed; wall over CPU time, how long workers

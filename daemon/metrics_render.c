@@ -90,6 +90,23 @@ void metrics_render_prometheus(isn_server *server, byte_buffer *out) {
                 "The serving loops' iterations: time from one poll to the next less the wait in the poll (reads, "
                 "refusals, replies, flushes). A request reaching its socket during one waits for the rest of it.");
     prom_histogram(out, "isn_loop_iteration_seconds", "", &m->loop_iteration_seconds);
+    prom_family(out, "isn_loop_work_seconds_total", "counter",
+                "The serving loops' busy time by part: reads (requests decoded, refused or handed on), replies "
+                "(finished jobs taken, their replies made), flushes (writes), other (timers, write callbacks, closes).");
+    for (int part = 0; part < LOOP_PARTS; part++)
+        buffer_printf(out, "isn_loop_work_seconds_total{part=\"%s\"} %.6f\n", loop_part_label(part),
+                      (double)m->loop_work_ns[part] / 1e9);
+    prom_family(out, "isn_loop_long_iteration_seconds_total", "counter",
+                "Of isn_loop_work_seconds_total, the iterations busy past 1 ms, by part.");
+    for (int part = 0; part < LOOP_PARTS; part++)
+        buffer_printf(out, "isn_loop_long_iteration_seconds_total{part=\"%s\"} %.6f\n", loop_part_label(part),
+                      (double)m->long_iteration_ns[part] / 1e9);
+    prom_u64(out, "isn_loop_long_iterations_total", "counter", "Serving loop iterations busy past 1 ms.",
+             m->long_iterations);
+    prom_u64(out, "isn_loop_long_iteration_reads_total", "counter",
+             "Socket reads in the serving loop iterations busy past 1 ms.", m->long_iteration_reads);
+    prom_u64(out, "isn_loop_long_iteration_requests_total", "counter",
+             "Requests (HEADERS) begun in the serving loop iterations busy past 1 ms.", m->long_iteration_requests);
 
     prom_family(out, "isn_reply_wait_seconds", "histogram",
                 "Search replies: time from the job's end (its worker or GPU batch done) to the serving loop writing "

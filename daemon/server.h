@@ -97,6 +97,10 @@ typedef struct serving_loop {
     pthread_mutex_t metrics_lock;
     metrics metrics;
     uint64_t iteration_start_ns, iteration_idle_ns; /* the last poll's entry, and the loop's idle time then */
+    uint64_t replies_ns; /* its time taking finished jobs and making their replies, so far */
+    /* that, and its gRPC server's reads and flushes, when the iteration under way began (count_iteration) */
+    uint64_t iteration_replies_ns;
+    isn_grpc_loop_work iteration_work;
     uv_timer_t stall_watch;  /* stall_watch.c: bounds the poll's wait while Search requests come */
     uint64_t last_search_ns; /* the last Search request's HEADERS */
     double busy_share; /* of its time lately (count_iteration): near 1, it is the request path's bottleneck */

@@ -132,18 +132,36 @@ bool serving_loop_forgives_stalls(const serving_loop *loop) {
 
 /* The iteration that ends at this poll: the time since the last poll began, less the poll's wait (the
  * loop measures its idle time: grpc/server.c configures UV_METRICS_IDLE_TIME). */
-static void count_iteration(serving_loop *loop) {
-    uint64_t now = isn_now_ns(), idle = uv_metrics_idle_time(loop->loop);
+static void count_iteration(serving_loop *loop, uint64_t now) {
+    uint64_t idle = uv_metrics_idle_time(loop->loop);
+    isn_grpc_loop_work work = isn_grpc_server_loop_work(loop->grpc);
     if (loop->iteration_start_ns && now > loop->iteration_start_ns) {
         uint64_t waited = idle - loop->iteration_idle_ns, span = now - loop->iteration_start_ns;
-        double busy_ns = (double)(span > waited ? span - waited : 0);
-        LOOP_METRICS(loop, histogram_observe(&m->loop_iteration_seconds, busy_ns / 1e9));
+        uint64_t busy = span > waited ? span - waited : 0;
+        uint64_t parts[LOOP_PARTS] = {[LOOP_PART_READS] = work.read_ns - loop->iteration_work.read_ns,
+                                      [LOOP_PART_REPLIES] = loop->replies_ns - loop->iteration_replies_ns,
+                                      [LOOP_PART_FLUSHES] = work.flush_ns - loop->iteration_work.flush_ns};
+        uint64_t counted = parts[LOOP_PART_READS] + parts[LOOP_PART_REPLIES] + parts[LOOP_PART_FLUSHES];
+        parts[LOOP_PART_OTHER] = busy > counted ? busy - counted : 0;
+        bool long_one = busy > LOOP_LONG_ITERATION_NS;
+        LOOP_METRICS(loop, {
+            histogram_observe(&m->loop_iteration_seconds, (double)busy / 1e9);
+            for (int part = 0; part < LOOP_PARTS; part++) m->loop_work_ns[part] += parts[part];
+            if (long_one) {
+                for (int part = 0; part < LOOP_PARTS; part++) m->long_iteration_ns[part] += parts[part];
+                m->long_iterations++;
+                m->long_iteration_reads += work.reads - loop->iteration_work.reads;
+                m->long_iteration_requests += work.requests - loop->iteration_work.requests;
+            }
+        });
         /* weighted by time: iterations are microseconds apart when idle and milliseconds when saturated */
         double weight = (double)span / ((double)span + BUSY_SHARE_WINDOW_NS);
-        loop->busy_share += weight * (busy_ns / (double)span - loop->busy_share);
+        loop->busy_share += weight * ((double)busy / (double)span - loop->busy_share);
     }
     loop->iteration_start_ns = now;
     loop->iteration_idle_ns = idle;
+    loop->iteration_work = work;
+    loop->iteration_replies_ns = loop->replies_ns;
 }
 
 /* Once per iteration, not until the queue is empty, and a bounded number (rpc_take_completions): while
@@ -152,8 +170,10 @@ static void count_iteration(serving_loop *loop) {
  * which comes at once: an active idle handle makes the poll not block. */
 static void take_before_poll(uv_prepare_t *prepare) {
     serving_loop *loop = prepare->data;
-    count_iteration(loop);
+    uint64_t now = isn_now_ns();
+    count_iteration(loop, now);
     bool took = rpc_take_completions(loop);
+    if (took) loop->replies_ns += isn_now_ns() - now;
     if (completion_queue_may_poll(&loop->completions)) uv_idle_stop(&loop->completion_more);
     else uv_idle_start(&loop->completion_more, take_next_iteration);
     /* the replies go out now: the poll may block, and the flush that follows it is the poll's */
@@ -170,7 +190,9 @@ static void on_completion_wake(uv_poll_t *poll, int status, int events) {
     (void)events;
     serving_loop *loop = poll->data;
     completion_queue_clear_wake(&loop->completions);
+    uint64_t began = isn_now_ns();
     rpc_take_completions(loop); /* their replies go out with the iteration's flush */
+    loop->replies_ns += isn_now_ns() - began;
 }
 
 static int completion_wake_init(serving_loop *loop, char *err, size_t err_len) {

@@ -167,6 +167,14 @@ void isn_grpc_server_reconfigure(isn_grpc_server *server, const isn_grpc_server_
 /* Writes now what replies wait to go out; the loop's thread. Replies made outside the server's
  * callbacks otherwise go out after the next poll. */
 void isn_grpc_server_flush(isn_grpc_server *server);
+/* What the loop's thread did for the server so far: its time inside reads (frames decoded, requests
+ * begun, refused or handed to the program, and what the program did with them there) and inside flushes
+ * of waiting output (writes), the reads, and the requests begun. The loop's thread only; the program
+ * takes the difference over an iteration of its loop to tell what a long one was spent on. */
+typedef struct {
+    uint64_t read_ns, flush_ns, reads, requests;
+} isn_grpc_loop_work;
+isn_grpc_loop_work isn_grpc_server_loop_work(const isn_grpc_server *server);
 /* Closes the listening socket. */
 void isn_grpc_server_stop_accepting(isn_grpc_server *server);
 /* GOAWAY on every connection (and on any accepted later): clients finish their calls and go. */

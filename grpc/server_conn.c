@@ -99,7 +99,10 @@ static void flush_waiting(isn_grpc_server *server) {
 /* Writes what waits to go out, as of `now` (the time the writes see as recent). */
 static void flush_at(isn_grpc_server *server, uint64_t now) {
     server->recent_ns = server->flushed_ns = now;
-    flush_waiting(server);
+    if (server->dirty) {
+        flush_waiting(server);
+        server->work.flush_ns += isn_now_ns() - now;
+    }
     server->recent_ns = 0;
 }
 
@@ -111,6 +114,8 @@ void isn_grpc_flush_dirty(uv_check_t *check) {
 }
 
 void isn_grpc_server_flush(isn_grpc_server *server) { flush_at(server, isn_now_ns()); }
+
+isn_grpc_loop_work isn_grpc_server_loop_work(const isn_grpc_server *server) { return server->work; }
 
 static void on_written(uv_write_t *req, int status) {
     isn_grpc_conn *conn = req->data;
@@ -349,9 +354,11 @@ static void on_read(uv_stream_t *tcp, ssize_t nread, const uv_buf_t *buf) {
     isn_grpc_conn *conn = tcp->data;
     if (conn->closing) return;
     isn_grpc_server *server = conn->server;
-    server->recent_ns = isn_now_ns();
+    uint64_t began = server->recent_ns = isn_now_ns();
     read_bytes(conn, tcp, nread, buf);
     server->recent_ns = 0;
+    server->work.read_ns += isn_now_ns() - began;
+    server->work.reads++;
 }
 
 void isn_grpc_conn_goaway(isn_grpc_conn *conn) {

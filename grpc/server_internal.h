@@ -220,6 +220,7 @@ struct isn_grpc_server {
      * calls released meanwhile give their connection's last activity, without a clock read each. */
     uint64_t recent_ns;
     uint64_t iteration;  /* loop iterations (polls entered) */
+    isn_grpc_loop_work work; /* the loop's time in reads and flushes (isn_grpc_server_loop_work) */
     isn_grpc_stream_limit stream_limit;
     bool idle_time_unknown; /* libuv keeps no idle time for this loop: the stream limit stays fixed */
     isn_grpc_conn *paused;   /* connections that read their share of an iteration: resumed before the next poll */

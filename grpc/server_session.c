@@ -50,6 +50,7 @@ static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame
         conn->headers_call = nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
         return 0;
     }
+    conn->server->work.requests++;
     /* Streams the client reset while the program still works on them count too: a client cannot
      * start more work than this by resetting what it started. */
     if (conn->in_flight >= conn->server->config.max_requests_per_connection) {

@@ -124,6 +124,23 @@ static void test_many_clients_across_loops(void **state) {
         double busy = harness_metric_value(&h, sample);
         if (!(busy > 0)) fail_msg("%s is %g after serving requests", sample, busy);
     }
+    /* and told it apart: reading the requests, making the replies, writing them; none of it more than the whole */
+    double busy_all = 0, parts = 0;
+    for (int loop = 0; loop < LOOPS; loop++) {
+        char sample[64];
+        snprintf(sample, sizeof sample, "isn_loop_busy_seconds_total{loop=\"%d\"}", loop);
+        busy_all += harness_metric_value(&h, sample);
+    }
+    static const char *const PARTS[] = {"reads", "replies", "flushes", "other"};
+    for (size_t i = 0; i < sizeof PARTS / sizeof *PARTS; i++) {
+        char sample[64];
+        snprintf(sample, sizeof sample, "isn_loop_work_seconds_total{part=\"%s\"}", PARTS[i]);
+        double part = harness_metric_value(&h, sample);
+        if (!(part >= 0)) fail_msg("%s is %g after serving requests", sample, part);
+        if (i < 3 && !(part > 0)) fail_msg("%s is %g after serving requests", sample, part);
+        parts += part;
+    }
+    if (!(parts <= busy_all * 1.01 + 0.001)) fail_msg("the loops' parts sum to %g s, their busy time %g s", parts, busy_all);
     /* where the kernel keeps run delays, each loop's wait for a CPU: some time, no more than isnd has lived */
     if (isn_thread_cpu_wait_ns(gettid()) >= 0) {
         double lived = (double)(harness_now_ms() - started_ms) / 1e3;

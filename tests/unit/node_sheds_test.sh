@@ -2,8 +2,9 @@
 # bench/node_sheds.py: what the node's refusals and loop iterations did between two /metrics scrapes,
 # from written scrapes (no load is run): the refusals' share within 1 ms and the bucket holding their p99,
 # where they were refused, the loop iterations over 1 ms, the loops' wait for a CPU summed over the loops, the
-# stalls they saw, the CPU's first stage per job (none from too few jobs), the GPU batches by why they were sent
-# and their size, and the process's CPU time beside its loops' busy time;
+# stalls they saw, the loops' busy time by part and that of their iterations past 1 ms, the CPU's first stage
+# per job (none from too few jobs), the GPU batches by why they were sent and their size, and the process's CPU
+# time beside its loops' busy time;
 # a run with no refusal says so (null), not 0%.
 set -euo pipefail
 work=$(mktemp -d "${TMPDIR:-/tmp}/isn-node-sheds.XXXXXX")
@@ -52,7 +53,15 @@ printf 'isn_scheduler_stalls_seen_total 5\n' >>"$work/after"
 gpu_work() { printf 'isn_scheduler_batches_total{reason="full"} 7\nisn_scheduler_batches_total{reason="linger"} %s\nisn_scheduler_batches_total{reason="deadline"} %s\nisn_scheduler_batch_jobs_total %s\nprocess_cpu_seconds_total %s\nisn_loop_busy_seconds_total{loop="0"} %s\nisn_loop_busy_seconds_total{loop="1"} %s\n' "$2" "$3" "$4" "$5" "$6" "$7" >>"$1"; }
 gpu_work "$work/before" 5 0 500 3.0 1.0 1.0
 gpu_work "$work/after" 25 10 3500 15.0 3.5 3.0
+# the loops' parts: 2 s reading, 1 s replying, 0.5 s flushing, 0.25 s else; 4 iterations past 1 ms, 6 ms of
+# reading and 2 ms of flushing in them, 12 reads and 600 requests
+loop_parts() { printf 'isn_loop_work_seconds_total{part="reads"} %s\nisn_loop_work_seconds_total{part="replies"} %s\nisn_loop_work_seconds_total{part="flushes"} %s\nisn_loop_work_seconds_total{part="other"} %s\nisn_loop_long_iteration_seconds_total{part="reads"} %s\nisn_loop_long_iteration_seconds_total{part="flushes"} %s\nisn_loop_long_iterations_total %s\nisn_loop_long_iteration_reads_total %s\nisn_loop_long_iteration_requests_total %s\n' "$@" >>"$LOOP_PARTS_FILE"; }
+LOOP_PARTS_FILE=$work/before loop_parts 1 1 1 1 0.001 0.001 1 3 100
+LOOP_PARTS_FILE=$work/after loop_parts 3 2 1.5 1.25 0.007 0.003 5 15 700
 out=$(python3 bench/node_sheds.py "$work/before" "$work/after")
+expect "loops' parts" "$(field loop_work_seconds <<<"$out")" "{'reads': 2.0, 'replies': 1.0, 'flushes': 0.5, 'other': 0.25}"
+expect "long iterations" "$(field long_iterations <<<"$out")" \
+  "{'count': 4, 'seconds': {'reads': 0.006, 'flushes': 0.002}, 'reads_each': 3.0, 'requests_each': 150.0}"
 expect "stalls seen" "$(field stalls_seen <<<"$out")" 2
 expect "GPU batches" "$(field gpu_batches <<<"$out")" 30
 expect "GPU batches by why" "$(field gpu_batches_by_reason <<<"$out")" "{'linger': 20, 'deadline': 10}"
@@ -80,6 +89,8 @@ expect "no sampled job" "$(field cpu_retrieval_cpu_us_per_job <<<"$out")" None
 out=$(python3 bench/node_sheds.py "$work/before" "$work/before")
 expect "no refusal" "$(field node_shed_within_1ms_share <<<"$out")" None
 expect "no iteration" "$(field loop_iterations_over_1ms <<<"$out")" None
+expect "no long iteration" "$(field long_iterations <<<"$out")" \
+  "{'count': 0, 'seconds': {'reads': 0.0, 'flushes': 0.0}, 'reads_each': None, 'requests_each': None}"
 expect "no CPU job" "$(field cpu_retrieval_us_per_job <<<"$out")" None
 expect "no GPU batch" "$(field gpu_batch_jobs_mean <<<"$out")" None
 # too few CPU jobs to measure the machine by
