@@ -252,13 +252,15 @@ static void conn_flush(isn_grpc_conn *conn) {
     if (!more && (conn->close_when_flushed || !nghttp2_session_want_read(conn->session))) isn_grpc_conn_close(conn);
 }
 
-/* A read is at most a connection's share of an iteration: what one read brings is processed before its
- * replies can be flushed, so its size bounds (with ISN_GRPC_FLUSH_WAIT_NS) how long a refusal in it waits
- * to go out. */
+/* A read is at most ISN_GRPC_READ_CHUNK_BYTES and a connection's share of an iteration: what one read brings
+ * is processed before its replies can be flushed, so its size bounds (with ISN_GRPC_FLUSH_WAIT_NS) how long a
+ * refusal in it waits to go out. */
+#define READ_CHUNK_WANTED                                                                                     \
+    (ISN_GRPC_READ_CHUNK_BYTES < ISN_GRPC_READ_BYTES_PER_ITERATION ? ISN_GRPC_READ_CHUNK_BYTES                 \
+                                                                   : ISN_GRPC_READ_BYTES_PER_ITERATION)
 #define READ_CHUNK_BYTES                                                                                      \
-    (ISN_GRPC_READ_BYTES_PER_ITERATION < sizeof(((isn_grpc_server *)0)->read_buffer)                           \
-         ? ISN_GRPC_READ_BYTES_PER_ITERATION                                                                   \
-         : sizeof(((isn_grpc_server *)0)->read_buffer))
+    (READ_CHUNK_WANTED < sizeof(((isn_grpc_server *)0)->read_buffer) ? READ_CHUNK_WANTED                      \
+                                                                     : sizeof(((isn_grpc_server *)0)->read_buffer))
 
 static void on_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf) {
     (void)suggested;
