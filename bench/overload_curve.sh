@@ -21,7 +21,8 @@
 #   bench/overload_curve.sh [--plot] NAME RATE [isnd flags...]
 #   ISND_CPUS=0-11 BENCH_CPUS=12-15 BENCH_THREADS=4 bash bench/overload_curve.sh hybrid 165000 --workers 12
 #
-# Environment: BUILD (default build), INDEX (build/sample/index), QUERIES (examples/queries.tsv),
+# Environment: BUILD (default build), ISND_BIN (the isnd to run, default $BUILD/bin/isnd: another build's, to
+# compare), INDEX (build/sample/index), QUERIES (examples/queries.tsv),
 # DEADLINE_MS (50), K (10), DURATION (4 s per point), WARMUP (1), REPEATS (3), MULTIPLES
 # ("0.5 1 1.25 1.5 2 3 4"), ISND_CPUS / BENCH_CPUS (taskset lists), BENCH_THREADS (isn-bench
 # generator threads, 1), CONNECTIONS (per thread, 4), OUT (folder for JSON and the plot,
@@ -54,8 +55,9 @@ MULTIPLES=${MULTIPLES:-0.5 1 1.25 1.5 2 3 4}
 BENCH_THREADS=${BENCH_THREADS:-1}
 CONNECTIONS=${CONNECTIONS:-4}
 OUT=${OUT:-$BUILD/bench/overload}
-for bin in isnd isn-bench; do
-  [ -x "$BUILD/bin/$bin" ] || { echo "overload_curve: build $BUILD/bin/$bin first (make programs)" >&2; exit 2; }
+ISND_BIN=${ISND_BIN:-$BUILD/bin/isnd}
+for bin in "$ISND_BIN" "$BUILD/bin/isn-bench"; do
+  [ -x "$bin" ] || { echo "overload_curve: build $bin first (make programs)" >&2; exit 2; }
 done
 [ -e "$INDEX" ] || { echo "overload_curve: no index at $INDEX (make sample-index, or set INDEX)" >&2; exit 2; }
 [ -f "$QUERIES" ] || { echo "overload_curve: no query log at $QUERIES" >&2; exit 2; }
@@ -79,7 +81,7 @@ log="$OUT/isnd-$name.log"
 : >"$json"
 : >"$log" # before isnd's redirect opens it: the loop below reads it at once
 
-"${PIN_ISND[@]}" "$BUILD/bin/isnd" --index "$INDEX" --listen 127.0.0.1:0 --stats-listen 127.0.0.1:0 "$@" >"$log" 2>&1 &
+"${PIN_ISND[@]}" "$ISND_BIN" --index "$INDEX" --listen 127.0.0.1:0 --stats-listen 127.0.0.1:0 "$@" >"$log" 2>&1 &
 pid=$!
 trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null || true' EXIT
 port=$(isnd_port_of overload_curve "$log" $pid 600) || exit 1

@@ -28,7 +28,7 @@
 # GPU_CLOCKS_MS samples the GPU's clocks, power and utilisation that often (nvidia-smi, a query only) into
 # gpu-clocks.csv for the whole call, to set a slow stretch of batches against the device's own state.
 # A configuration other than cpu, cpu_pinned, hybrid, hybrid_pinned and gpu_all takes its isnd flags from FLAGS_<config>; in the
-# sustained and profile stages ISND_<config> names another isnd binary (an A/B of two builds).
+# sustained, curves and profile stages ISND_<config> names another isnd binary (an A/B of two builds).
 # Binaries (make CUDA=1 STATIC=1 BUILD=build-gpu) in $BUILD/bin, the Debian index and short log in
 # $DEVDATA (idx-deb, short.queries.tsv); INDEX and QUERIES name another partition and log (the 20M one).
 # isnd on ISND_CPUS (0-11) with ISND_LOOPS loops (the CPU-only node 4, the GPU-only node 6, the hybrid isnd's
@@ -235,7 +235,8 @@ for stage in ${STAGES:-sustained}; do
     curves)
       for c in $CONFIGS; do
         rate=$(rate_of "$c") || continue
-        ISND_CPUS=$ISND_CPUS BENCH_CPUS=$BENCH_CPUS BENCH_THREADS=4 CONNECTIONS=${CONNECTIONS:-16} BUILD=$B OUT=$O \
+        bin_var=ISND_$c
+        ISND_BIN=${!bin_var:-} ISND_CPUS=$ISND_CPUS BENCH_CPUS=$BENCH_CPUS BENCH_THREADS=4 CONNECTIONS=${CONNECTIONS:-16} BUILD=$B OUT=$O \
           INDEX="${INDEX:-$D/idx-deb}" \
           QUERIES="${QUERIES:-$D/short.queries.tsv}" DEADLINE_MS=$DEADLINE_MS DURATION=${DURATION:-3} \
           bash bench/overload_curve.sh "$c" "$rate" $(flags_of $c) 2>&1 | tee -a "$O/curves.txt"
