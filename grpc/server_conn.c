@@ -360,7 +360,7 @@ static void on_read(uv_stream_t *tcp, ssize_t nread, const uv_buf_t *buf) {
     read_bytes(conn, tcp, nread, buf);
     server->recent_ns = 0;
     server->work.read_ns += isn_now_ns() - began;
-    server->work.reads++;
+    server->work.reads += nread > 0;
 }
 
 void isn_grpc_conn_goaway(isn_grpc_conn *conn) {

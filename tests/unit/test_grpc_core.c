@@ -596,6 +596,42 @@ static void test_a_refused_stream_is_unavailable(void **state) {
     echo_server_free(&app);
 }
 
+/* A read is 16 KiB at most (ISN_GRPC_READ_CHUNK_BYTES): nghttp2 takes a read whole before what it brought about
+ * (refusals) can be flushed, so a read's size is the least a refusal in it waits. Requests of a thousand bytes
+ * written at once reach the server in at least one read for each 16 KiB of their bodies. */
+static void test_a_read_is_16_kib_at_most(void **state) {
+    (void)state;
+    uv_loop_t loop;
+    echo_app app;
+    char bound[80];
+    echo_server_start(&app, &loop, NULL, bound, sizeof bound);
+    isn_grpc_client *client = connect_client(bound);
+    isn_grpc_client_call *first = start(client, "/test.Echo/Echo", "settings");
+    drive_until_done(&loop, client, first); /* and the connection's settings exchanged */
+    isn_grpc_client_call_free(first);
+    static char body[1001];
+    memset(body, 'x', 1000);
+    enum { CALLS = 96 };
+    isn_grpc_client_call *calls[CALLS];
+    for (int i = 0; i < CALLS; i++) calls[i] = start(client, "/test.Echo/Echo", body);
+    isn_grpc_loop_work before = isn_grpc_server_loop_work(app.server);
+    uint64_t received = isn_grpc_server_read_counters(app.server).bytes_received;
+    for (int i = 0; i < CALLS; i++) drive_until_done(&loop, client, calls[i]);
+    isn_grpc_loop_work after = isn_grpc_server_loop_work(app.server);
+    uint64_t bodies = isn_grpc_server_read_counters(app.server).bytes_received - received;
+    assert_true(bodies >= CALLS * 1000);
+    if (after.reads - before.reads < bodies / 16384)
+        fail_msg("%llu bytes of request bodies came in %llu reads", (unsigned long long)bodies,
+                 (unsigned long long)(after.reads - before.reads));
+    assert_int_equal(after.requests - before.requests, CALLS);
+    for (int i = 0; i < CALLS; i++) isn_grpc_client_call_free(calls[i]);
+    isn_grpc_close(client);
+    isn_grpc_server_close(app.server);
+    uv_close((uv_handle_t *)&app.later, NULL);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    echo_server_free(&app);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_a_refused_stream_is_unavailable),
@@ -604,6 +640,7 @@ int main(void) {
         cmocka_unit_test(test_abandoned_call),
         cmocka_unit_test(test_client_serviced_by_its_callers_poll),
         cmocka_unit_test(test_finished_calls_handed_over_once),
+        cmocka_unit_test(test_a_read_is_16_kib_at_most),
     };
     return cmocka_run_group_tests_name("grpc_core", tests, NULL, NULL);
 }
