@@ -87,6 +87,7 @@ void isn_grpc_conn_schedule_flush(isn_grpc_conn *conn) {
 }
 
 static void flush_waiting(isn_grpc_server *server) {
+    if (server->dirty) server->work.flushes++;
     while (server->dirty) {
         isn_grpc_conn *conn = server->dirty;
         server->dirty = conn->next_dirty;
@@ -269,6 +270,34 @@ static void on_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf) {
     *buf = uv_buf_init((char *)conn->server->read_buffer, READ_CHUNK_BYTES);
 }
 
+/* Output waiting since the last flush goes now if that was ISN_GRPC_FLUSH_WAIT_NS ago (the connection's
+ * own, made by what it just read, included). */
+static void flush_if_waited(isn_grpc_conn *conn, uint64_t now) {
+    isn_grpc_server *server = conn->server;
+    isn_grpc_conn_schedule_flush(conn);
+    if (now - server->flushed_ns < ISN_GRPC_FLUSH_WAIT_NS) return;
+    server->flushed_ns = now;
+    flush_waiting(server);
+}
+
+/* Plaintext into nghttp2 a slice at a time (ISN_GRPC_RECV_SLICE_BYTES): nghttp2 takes what it is given
+ * whole, so between slices what the read brought about so far (refusals) can go out once output has
+ * waited ISN_GRPC_FLUSH_WAIT_NS, not only after the whole read. Returns what nghttp2_session_mem_recv
+ * would (negative: an HTTP/2 error); stops early when that flush closed the connection. */
+static ssize_t feed_session(isn_grpc_conn *conn, const uint8_t *data, size_t len) {
+    isn_grpc_server *server = conn->server;
+    for (size_t done = 0;;) {
+        size_t n = len - done < ISN_GRPC_RECV_SLICE_BYTES ? len - done : ISN_GRPC_RECV_SLICE_BYTES;
+        ssize_t rv = nghttp2_session_mem_recv(conn->session, data + done, n);
+        if (rv < 0 || conn->closing) return rv;
+        done += n;
+        if (done == len) return (ssize_t)len;
+        server->recent_ns = isn_now_ns();
+        flush_if_waited(conn, server->recent_ns);
+        if (conn->closing) return (ssize_t)len;
+    }
+}
+
 /* Ciphertext from the client: decrypted a record at a time into nghttp2. Returns what
  * nghttp2_session_mem_recv would (negative: an HTTP/2 error); a TLS failure instead marks the session
  * failed and the connection closes once its alert is written. */
@@ -285,7 +314,7 @@ static ssize_t feed_tls(isn_grpc_conn *conn, const uint8_t *data, size_t len) {
             return 0;
         }
         if (n == 0) return 0;
-        ssize_t rv = nghttp2_session_mem_recv(conn->session, conn->server->tls_plain, (size_t)n);
+        ssize_t rv = feed_session(conn, conn->server->tls_plain, (size_t)n);
         if (rv < 0 || conn->closing) return rv;
     }
 }
@@ -315,7 +344,7 @@ static void read_bytes(isn_grpc_conn *conn, uv_stream_t *tcp, ssize_t nread, con
     isn_grpc_arrival_note_read(&conn->arrival, (size_t)nread, queued, read_at);
     conn->read_ns = read_at;
     ssize_t rv = conn->tls.ssl ? feed_tls(conn, (const uint8_t *)buf->base, (size_t)nread)
-                               : nghttp2_session_mem_recv(conn->session, (const uint8_t *)buf->base, (size_t)nread);
+                               : feed_session(conn, (const uint8_t *)buf->base, (size_t)nread);
     conn->read_ns = 0;
     if (conn->read_iteration != server->iteration) {
         conn->read_iteration = server->iteration;
@@ -344,12 +373,9 @@ static void read_bytes(isn_grpc_conn *conn, uv_stream_t *tcp, ssize_t nread, con
      * the connection's output of this iteration, in one write at its end (the flush check), unless
      * output has waited since the last flush for ISN_GRPC_FLUSH_WAIT_NS: then everything waiting
      * goes now, so that a refusal never waits behind a long poll phase for more than that and one
-     * read. A read after an idle loop finds that time passed and flushes at once, as before. */
-    isn_grpc_conn_schedule_flush(conn);
-    if (server->recent_ns - server->flushed_ns >= ISN_GRPC_FLUSH_WAIT_NS) {
-        server->flushed_ns = server->recent_ns;
-        flush_waiting(server);
-    }
+     * slice of a read (feed_session). A read after an idle loop finds that time passed and flushes at
+     * once, as before. */
+    flush_if_waited(conn, server->recent_ns);
 }
 
 static void on_read(uv_stream_t *tcp, ssize_t nread, const uv_buf_t *buf) {

@@ -321,11 +321,15 @@ int isn_grpc_session_new(isn_grpc_conn *conn);
 #ifndef ISN_GRPC_READ_BYTES_PER_ITERATION
 #define ISN_GRPC_READ_BYTES_PER_ITERATION 65536
 #endif
-/* A read's bytes at most: nghttp2 takes a read whole, and what it brought about (refusals) is flushed only
- * after it (ISN_GRPC_FLUSH_WAIT_NS), so a read's processing is the least a refusal in it waits. Small
- * requests come a hundred or so to 16 KiB; a connection's share of an iteration is several reads. */
+/* A read's bytes at most; a connection's share of an iteration is several reads. */
 #ifndef ISN_GRPC_READ_CHUNK_BYTES
 #define ISN_GRPC_READ_CHUNK_BYTES 16384
+#endif
+/* nghttp2 takes what it is given whole, and what that brought about (refusals) can be flushed only after
+ * it: a read is given to it in slices of this much, with the flush check (ISN_GRPC_FLUSH_WAIT_NS) between
+ * them. Short requests come twenty or so to 2 KiB. */
+#ifndef ISN_GRPC_RECV_SLICE_BYTES
+#define ISN_GRPC_RECV_SLICE_BYTES 2048
 #endif
 /* Output a read brings about waits for the iteration's flush at most this long after the last flush
  * (server_conn.c): one write per connection per iteration, without holding refusals back. */

@@ -2,7 +2,8 @@
  * echo, refuse, or hold a call and answer it later (as isnd's workers do); the client driven by
  * isn_grpc_client_watch. Checks replies, statuses, when the client saw each call done, per-call app
  * storage reuse, abandoned calls, that a drain ends with on_drained, and that a client keeping its finished
- * calls hands each over once, and that a client asking for arrival times gets the kernel's. */
+ * calls hands each over once, that a client asking for arrival times gets the kernel's, and how reads are
+ * given to nghttp2 (their size, and refusals flushed inside one). */
 #include <poll.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -33,6 +34,10 @@ typedef struct {
     isn_grpc_call *held;
     uv_timer_t later;
     uint64_t later_ms; /* when a held "Later" call is answered (as a worker would, later) */
+    /* "Slow" calls: refused after this long at work each, and what the loop had done by then */
+    uint64_t slow_ns;
+    uint32_t slow_calls, flushed_inside_a_read;
+    isn_grpc_loop_work last_slow;
 } echo_app;
 
 static void on_open(isn_grpc_call *call, void *app) {
@@ -75,6 +80,15 @@ static void on_request(isn_grpc_call *call, void *app) {
         isn_grpc_write_prefix(c->framed, (uint32_t)len);
         memcpy(c->framed + ISN_GRPC_PREFIX_BYTES, message, len);
         isn_grpc_call_reply_framed(call, c->framed, ISN_GRPC_PREFIX_BYTES + len);
+    } else if (!strcmp(method, "Slow")) {
+        /* as a loop slower than its load would: each refusal made after a while at work */
+        for (uint64_t began = isn_now_ns(); isn_now_ns() - began < a->slow_ns;) {
+        }
+        isn_grpc_loop_work work = isn_grpc_server_loop_work(a->server);
+        if (a->slow_calls++ && work.reads == a->last_slow.reads && work.flushes != a->last_slow.flushes)
+            a->flushed_inside_a_read++;
+        a->last_slow = work;
+        isn_grpc_call_fail(call, ISN_GRPC_STATUS_RESOURCE_EXHAUSTED, "slow");
     } else if (!strcmp(method, "Later")) {
         isn_grpc_call_hold(call);
         a->held = call;
@@ -632,6 +646,41 @@ static void test_a_read_is_16_kib_at_most(void **state) {
     echo_server_free(&app);
 }
 
+/* A read's requests are given to nghttp2 a slice at a time, and output that has waited past the flush wait
+ * goes out between slices: a refusal does not wait for the rest of its read to be processed. Each "Slow"
+ * request is refused after a while at work, so a 16 KiB read of them takes longer than the flush wait; its
+ * refusals must be flushed while the read is still being processed (the loop's reads unchanged between
+ * two requests, its flushes not). */
+static void test_refusals_leave_while_their_read_is_processed(void **state) {
+    (void)state;
+    uv_loop_t loop;
+    echo_app app;
+    char bound[80];
+    echo_server_start(&app, &loop, NULL, bound, sizeof bound);
+    app.slow_ns = 150000;
+    isn_grpc_client *client = connect_client(bound);
+    isn_grpc_client_call *first = start(client, "/test.Echo/Echo", "settings");
+    drive_until_done(&loop, client, first); /* and the connection's settings exchanged */
+    isn_grpc_client_call_free(first);
+    static char body[1001];
+    memset(body, 'x', 1000);
+    enum { CALLS = 24 };
+    isn_grpc_client_call *calls[CALLS];
+    for (int i = 0; i < CALLS; i++) calls[i] = start(client, "/test.Echo/Slow", body);
+    for (int i = 0; i < CALLS; i++) {
+        drive_until_done(&loop, client, calls[i]);
+        expect(calls[i], ISN_GRPC_STATUS_RESOURCE_EXHAUSTED, NULL, "slow");
+    }
+    assert_int_equal(app.slow_calls, CALLS);
+    if (!app.flushed_inside_a_read) fail_msg("%d refusals of 1,000-byte requests, none flushed inside a read", CALLS);
+    for (int i = 0; i < CALLS; i++) isn_grpc_client_call_free(calls[i]);
+    isn_grpc_close(client);
+    isn_grpc_server_close(app.server);
+    uv_close((uv_handle_t *)&app.later, NULL);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    echo_server_free(&app);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_a_refused_stream_is_unavailable),
@@ -641,6 +690,7 @@ int main(void) {
         cmocka_unit_test(test_client_serviced_by_its_callers_poll),
         cmocka_unit_test(test_finished_calls_handed_over_once),
         cmocka_unit_test(test_a_read_is_16_kib_at_most),
+        cmocka_unit_test(test_refusals_leave_while_their_read_is_processed),
     };
     return cmocka_run_group_tests_name("grpc_core", tests, NULL, NULL);
 }
