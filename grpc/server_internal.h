@@ -216,8 +216,9 @@ struct isn_grpc_server {
     uint64_t poll_idle_entered_ns; /* the loop's idle time then */
     uint64_t flushed_ns; /* the last flush of waiting output (the check, or a read's: ISN_GRPC_FLUSH_WAIT_NS) */
     uint64_t started_ns; /* when the loop began keeping its idle time: loop_busy_ns counts from here */
-    /* While a read or the flush is processed, the clock as read when it began (0 otherwise): the time
-     * calls released meanwhile give their connection's last activity, without a clock read each. */
+    /* While a read or the flush is processed, the clock as read when it began or, inside a read, after its
+     * last slice (0 otherwise): the time calls released meanwhile give their connection's last activity,
+     * without a clock read each. */
     uint64_t recent_ns;
     uint64_t iteration;  /* loop iterations (polls entered) */
     isn_grpc_loop_work work; /* the loop's time in reads and flushes (isn_grpc_server_loop_work) */

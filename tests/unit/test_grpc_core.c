@@ -529,6 +529,34 @@ static void drive_until_done(uv_loop_t *loop, isn_grpc_client *client, isn_grpc_
     }
 }
 
+/* The client's connection closed, then the server and its loop. */
+static void echo_end(echo_app *app, uv_loop_t *loop, isn_grpc_client *client) {
+    isn_grpc_close(client);
+    isn_grpc_server_close(app->server);
+    uv_close((uv_handle_t *)&app->later, NULL);
+    uv_run(loop, UV_RUN_DEFAULT);
+    echo_server_free(app);
+}
+
+/* The echo server and a client of it whose connection's settings are exchanged, so that requests the test
+ * starts at once go out together. */
+static isn_grpc_client *echo_connected(echo_app *app, uv_loop_t *loop) {
+    char bound[80];
+    echo_server_start(app, loop, NULL, bound, sizeof bound);
+    isn_grpc_client *client = connect_client(bound);
+    isn_grpc_client_call *first = start(client, "/test.Echo/Echo", "settings");
+    drive_until_done(loop, client, first);
+    isn_grpc_client_call_free(first);
+    return client;
+}
+
+/* n calls of `path` with bodies of 1,000 bytes, started at once. */
+static void start_thousand_byte_calls(isn_grpc_client *client, const char *path, isn_grpc_client_call **calls, int n) {
+    static char body[1001];
+    memset(body, 'x', 1000);
+    for (int i = 0; i < n; i++) calls[i] = start(client, path, body);
+}
+
 /* A call's arrival time (isn_grpc_stamp_arrivals, as the load generator's pool asks) is when its reply
  * reached the client's socket, before a busy caller got round to reading it: never after the reply was
  * seen waiting there, and done_ns is when it was read. A client that did not ask has none. */
@@ -567,11 +595,7 @@ static void test_arrival_times_leave_out_the_readers_wait(void **state) {
         isn_grpc_client_call_free(call);
     }
     assert_true(arrived > 0);
-    isn_grpc_close(client);
-    isn_grpc_server_close(app.server);
-    uv_close((uv_handle_t *)&app.later, NULL);
-    uv_run(&loop, UV_RUN_DEFAULT);
-    echo_server_free(&app);
+    echo_end(&app, &loop, client);
 }
 
 /* A stream the server refuses unprocessed (RST_STREAM REFUSED_STREAM: here its one request a connection is
@@ -603,31 +627,19 @@ static void test_a_refused_stream_is_unavailable(void **state) {
     drive_until_done(&loop, client, held);
     expect(held, ISN_GRPC_STATUS_OK, "later", NULL);
     isn_grpc_client_call_free(held);
-    isn_grpc_close(client);
-    isn_grpc_server_close(app.server);
-    uv_close((uv_handle_t *)&app.later, NULL);
-    uv_run(&loop, UV_RUN_DEFAULT);
-    echo_server_free(&app);
+    echo_end(&app, &loop, client);
 }
 
-/* A read is 16 KiB at most (ISN_GRPC_READ_CHUNK_BYTES): nghttp2 takes a read whole before what it brought about
- * (refusals) can be flushed, so a read's size is the least a refusal in it waits. Requests of a thousand bytes
- * written at once reach the server in at least one read for each 16 KiB of their bodies. */
+/* A read is 16 KiB at most (ISN_GRPC_READ_CHUNK_BYTES): requests of a thousand bytes written at once reach the
+ * server in at least one read for each 16 KiB of their bodies. */
 static void test_a_read_is_16_kib_at_most(void **state) {
     (void)state;
     uv_loop_t loop;
     echo_app app;
-    char bound[80];
-    echo_server_start(&app, &loop, NULL, bound, sizeof bound);
-    isn_grpc_client *client = connect_client(bound);
-    isn_grpc_client_call *first = start(client, "/test.Echo/Echo", "settings");
-    drive_until_done(&loop, client, first); /* and the connection's settings exchanged */
-    isn_grpc_client_call_free(first);
-    static char body[1001];
-    memset(body, 'x', 1000);
+    isn_grpc_client *client = echo_connected(&app, &loop);
     enum { CALLS = 96 };
     isn_grpc_client_call *calls[CALLS];
-    for (int i = 0; i < CALLS; i++) calls[i] = start(client, "/test.Echo/Echo", body);
+    start_thousand_byte_calls(client, "/test.Echo/Echo", calls, CALLS);
     isn_grpc_loop_work before = isn_grpc_server_loop_work(app.server);
     uint64_t received = isn_grpc_server_read_counters(app.server).bytes_received;
     for (int i = 0; i < CALLS; i++) drive_until_done(&loop, client, calls[i]);
@@ -639,11 +651,7 @@ static void test_a_read_is_16_kib_at_most(void **state) {
                  (unsigned long long)(after.reads - before.reads));
     assert_int_equal(after.requests - before.requests, CALLS);
     for (int i = 0; i < CALLS; i++) isn_grpc_client_call_free(calls[i]);
-    isn_grpc_close(client);
-    isn_grpc_server_close(app.server);
-    uv_close((uv_handle_t *)&app.later, NULL);
-    uv_run(&loop, UV_RUN_DEFAULT);
-    echo_server_free(&app);
+    echo_end(&app, &loop, client);
 }
 
 /* A read's requests are given to nghttp2 a slice at a time, and output that has waited past the flush wait
@@ -655,18 +663,11 @@ static void test_refusals_leave_while_their_read_is_processed(void **state) {
     (void)state;
     uv_loop_t loop;
     echo_app app;
-    char bound[80];
-    echo_server_start(&app, &loop, NULL, bound, sizeof bound);
+    isn_grpc_client *client = echo_connected(&app, &loop);
     app.slow_ns = 150000;
-    isn_grpc_client *client = connect_client(bound);
-    isn_grpc_client_call *first = start(client, "/test.Echo/Echo", "settings");
-    drive_until_done(&loop, client, first); /* and the connection's settings exchanged */
-    isn_grpc_client_call_free(first);
-    static char body[1001];
-    memset(body, 'x', 1000);
     enum { CALLS = 24 };
     isn_grpc_client_call *calls[CALLS];
-    for (int i = 0; i < CALLS; i++) calls[i] = start(client, "/test.Echo/Slow", body);
+    start_thousand_byte_calls(client, "/test.Echo/Slow", calls, CALLS);
     for (int i = 0; i < CALLS; i++) {
         drive_until_done(&loop, client, calls[i]);
         expect(calls[i], ISN_GRPC_STATUS_RESOURCE_EXHAUSTED, NULL, "slow");
@@ -674,11 +675,7 @@ static void test_refusals_leave_while_their_read_is_processed(void **state) {
     assert_int_equal(app.slow_calls, CALLS);
     if (!app.flushed_inside_a_read) fail_msg("%d refusals of 1,000-byte requests, none flushed inside a read", CALLS);
     for (int i = 0; i < CALLS; i++) isn_grpc_client_call_free(calls[i]);
-    isn_grpc_close(client);
-    isn_grpc_server_close(app.server);
-    uv_close((uv_handle_t *)&app.later, NULL);
-    uv_run(&loop, UV_RUN_DEFAULT);
-    echo_server_free(&app);
+    echo_end(&app, &loop, client);
 }
 
 int main(void) {
