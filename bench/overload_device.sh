@@ -31,8 +31,8 @@
 # sustained, curves and profile stages ISND_<config> names another isnd binary (an A/B of two builds).
 # Binaries (make CUDA=1 STATIC=1 BUILD=build-gpu) in $BUILD/bin, the Debian index and short log in
 # $DEVDATA (idx-deb, short.queries.tsv); INDEX and QUERIES name another partition and log (the 20M one).
-# isnd on ISND_CPUS (0-11) with ISND_LOOPS loops (the CPU-only node 4, the GPU-only node 6, the hybrid isnd's
-# default: 5 on 12 CPUs) and WORKERS workers (0: the GPU-only node 5, else isnd's default, which on 12 CPUs is
+# isnd on ISND_CPUS (0-11) with ISND_LOOPS loops (the CPU-only node 4, the GPU-only node 7, the hybrid isnd's
+# default: 5 on 12 CPUs) and WORKERS workers (0: the GPU-only node 4, else isnd's default, which on 12 CPUs is
 # 12 on the CPU alone and 6 beside a GPU with 5 loops), isn-bench on BENCH_CPUS (12-15). Where CPUs are
 # hyperthread siblings the defaults are whole cores instead (bench/cpu_split.py split 4: the generator's four
 # CPUs on the highest cores, isnd on the rest), so that the generator never runs on a core of isnd's;
@@ -52,11 +52,12 @@ WORKERS=${WORKERS:-0}
 # may use; beside a GPU, isnd's default (half of what the dispatcher leaves)
 CPU_LOOPS=${ISND_LOOPS:-4}
 GPU_LOOPS=${ISND_LOOPS:-0}
-# The GPU-only node: 6 loops and 5 workers. Its workers only prepare and pack batches, while its loops take
-# every request and write every answer: at 3x its capacity isnd's default split (5 loops, 6 workers) left
-# the loops busy nearly all the time and a third of their refusals past 1 ms.
-GPU_ALL_LOOPS=${ISND_LOOPS:-6}
-GPU_ALL_WORKERS=$([ "$WORKERS" = 0 ] && echo 5 || echo "$WORKERS")
+# The GPU-only node: 7 loops and 4 workers. Its workers only prepare and pack batches, while its loops take
+# every request and write every answer, and past its capacity nearly every excess request is a refusal a
+# loop makes: with 6 loops they were busy 80-88% of the time at 3x, long enough at a stretch that refusals
+# queued behind a backlog left past 1 ms. A worker fewer costs some of the sustained rate (README).
+GPU_ALL_LOOPS=${ISND_LOOPS:-7}
+GPU_ALL_WORKERS=$([ "$WORKERS" = 0 ] && echo 4 || echo "$WORKERS")
 DEADLINE_MS=${DEADLINE_MS:-50}
 export LD_LIBRARY_PATH=$PWD/.devlibs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 mkdir -p "$O"
