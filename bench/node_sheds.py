@@ -5,7 +5,8 @@ share answered within 1 ms of arrival, the p99 (the upper bound of the histogram
 it), and where the scheduler refused them (at HEADERS, on arrival by CoDel's bound, unprepared after
 a wait, by routing once prepared); the loops' iterations, with how many took over 1 ms, the loops' busy
 time by part (reads, replies, flushes, other) over all iterations and over those past 1 ms, with the
-reads and requests each of those held, and the stalls they saw; the CPU's first stage per job (its wall time, and on the jobs isnd samples its worker's CPU
+reads and requests each of those held, their socket reads and writes against the requests they began (loop_io),
+and the stalls they saw; the CPU's first stage per job (its wall time, and on the jobs isnd samples its worker's CPU
 time, which leaves out the waits for a core that the node's own threads cause), the machine's speed as the
 node's own work measures it; the GPU batches sent, by why, and their mean size; and the process's CPU time
 beside the loops' busy time (what is left is mostly the workers' and the dispatchers').
@@ -96,6 +97,9 @@ def main():
                 parts[m.group(1)] = round(delta(name), 6)
         return parts
     long_iterations = delta("isn_loop_long_iterations_total")
+    # the loops' socket reads and writes against the requests they began: how many a system call carried
+    loop_reads, loop_writes = delta("isn_loop_reads_total"), delta("isn_loop_writes_total")
+    loop_requests = delta("isn_loop_requests_total")
     print(json.dumps({
         "node_shed": int(count),
         "node_shed_within_1ms_share": round(within_1ms / count, 4) if count else None,
@@ -127,6 +131,13 @@ def main():
             "reads_each": round(delta("isn_loop_long_iteration_reads_total") / long_iterations, 1) if long_iterations else None,
             "requests_each": round(delta("isn_loop_long_iteration_requests_total") / long_iterations, 1)
             if long_iterations else None,
+        },
+        "loop_io": {
+            "reads": int(loop_reads),
+            "writes": int(loop_writes),
+            "requests": int(loop_requests),
+            "requests_per_read": round(loop_requests / loop_reads, 2) if loop_reads else None,
+            "requests_per_write": round(loop_requests / loop_writes, 2) if loop_writes else None,
         },
         # the loops' wait for a CPU while ready to run (absent on kernels that keep no run delays)
         "loop_cpu_wait_seconds": round(sum(delta(name) for name in after

@@ -47,6 +47,9 @@ void metrics_add(metrics *sum, const metrics *m) {
     sum->long_iterations += m->long_iterations;
     sum->long_iteration_reads += m->long_iteration_reads;
     sum->long_iteration_requests += m->long_iteration_requests;
+    sum->loop_reads += m->loop_reads;
+    sum->loop_writes += m->loop_writes;
+    sum->loop_requests += m->loop_requests;
     for (int device = 0; device < STAGE_DEVICES; device++) {
         histogram_add(&sum->reply_wait_seconds[device], &m->reply_wait_seconds[device]);
         sum->answered_late[device] += m->answered_late[device];

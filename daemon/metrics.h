@@ -45,6 +45,7 @@ typedef struct {
      * those, how many, and the reads and requests begun in them: what makes an iteration long. */
     uint64_t loop_work_ns[LOOP_PARTS], long_iteration_ns[LOOP_PARTS];
     uint64_t long_iterations, long_iteration_reads, long_iteration_requests;
+    uint64_t loop_reads, loop_writes, loop_requests; /* socket reads and writes, requests begun: all iterations */
     uint64_t answered_late[STAGE_DEVICES]; /* OK replies written after the request's deadline (the node's clock) */
     /* The CPU's first stage on its sampled jobs (search_worker.c): how many, their wall time and their
      * worker's CPU time. CPU time per job follows the machine's speed; wall over CPU time, how long workers

@@ -101,6 +101,11 @@ void metrics_render_prometheus(isn_server *server, byte_buffer *out) {
     for (int part = 0; part < LOOP_PARTS; part++)
         buffer_printf(out, "isn_loop_long_iteration_seconds_total{part=\"%s\"} %.6f\n", loop_part_label(part),
                       (double)m->long_iteration_ns[part] / 1e9);
+    prom_u64(out, "isn_loop_reads_total", "counter", "Socket reads that brought bytes, on the serving loops.", m->loop_reads);
+    prom_u64(out, "isn_loop_writes_total", "counter", "Socket writes of replies and other output, on the serving loops.",
+             m->loop_writes);
+    prom_u64(out, "isn_loop_requests_total", "counter", "Requests (HEADERS) begun on the serving loops, refused ones included.",
+             m->loop_requests);
     prom_u64(out, "isn_loop_long_iterations_total", "counter", "Serving loop iterations busy past 1 ms.",
              m->long_iterations);
     prom_u64(out, "isn_loop_long_iteration_reads_total", "counter",

@@ -147,6 +147,9 @@ static void count_iteration(serving_loop *loop, uint64_t now) {
         LOOP_METRICS(loop, {
             histogram_observe(&m->loop_iteration_seconds, (double)busy / 1e9);
             for (int part = 0; part < LOOP_PARTS; part++) m->loop_work_ns[part] += parts[part];
+            m->loop_reads += work.reads - loop->iteration_work.reads;
+            m->loop_writes += work.writes - loop->iteration_work.writes;
+            m->loop_requests += work.requests - loop->iteration_work.requests;
             if (long_one) {
                 for (int part = 0; part < LOOP_PARTS; part++) m->long_iteration_ns[part] += parts[part];
                 m->long_iterations++;

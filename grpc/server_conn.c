@@ -142,6 +142,7 @@ typedef enum { WRITE_DONE, WRITE_QUEUED, WRITE_FAILED } write_outcome;
 static write_outcome write_now(isn_grpc_conn *conn) {
     uv_buf_t buf = uv_buf_init((char *)conn->pending.data, (unsigned)conn->pending.len);
     int n = uv_try_write((uv_stream_t *)&conn->tcp, &buf, 1);
+    conn->server->work.writes++;
     if (n < 0 && n != UV_EAGAIN) {
         log_debug("grpc %s: write failed: %s", conn->peer, uv_strerror(n));
         isn_grpc_conn_close(conn);
@@ -163,6 +164,7 @@ static write_outcome write_now(isn_grpc_conn *conn) {
     buf = uv_buf_init((char *)conn->sending.data, (unsigned)conn->sending.len);
     conn->write_req.data = conn;
     int rc = uv_write(&conn->write_req, (uv_stream_t *)&conn->tcp, &buf, 1, on_written);
+    conn->server->work.writes++; /* libuv's, when the socket has room */
     if (rc < 0) {
         log_debug("grpc %s: write failed: %s", conn->peer, uv_strerror(rc));
         isn_grpc_conn_close(conn);

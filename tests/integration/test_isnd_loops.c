@@ -138,6 +138,13 @@ static void test_many_clients_across_loops(void **state) {
         busy_all += busy;
     }
     if (!(parts <= busy_all * 1.01 + 0.001)) fail_msg("the loops' parts sum to %g s, their busy time %g s", parts, busy_all);
+    /* and counted the socket reads and writes that carried them, and every request begun (the scrapes' own are
+     * HTTP/1.1, not counted) */
+    long long searches = 3LL * CLIENTS * CALLS_PER_CLIENT, begun = metric("isn_loop_requests_total");
+    if (begun < searches) fail_msg("isn_loop_requests_total is %lld after %lld searches", begun, searches);
+    if (metric("isn_loop_reads_total") < 1 || metric("isn_loop_writes_total") < 1)
+        fail_msg("the loops' socket reads %lld and writes %lld after %lld requests", metric("isn_loop_reads_total"),
+                 metric("isn_loop_writes_total"), begun);
     /* where the kernel keeps run delays, each loop's wait for a CPU: some time, no more than isnd has lived */
     if (isn_thread_cpu_wait_ns(gettid()) >= 0) {
         double lived = (double)(harness_now_ms() - started_ms) / 1e3;

@@ -58,10 +58,16 @@ gpu_work "$work/after" 25 10 3500 15.0 3.5 3.0
 loop_parts() { printf 'isn_loop_work_seconds_total{part="reads"} %s\nisn_loop_work_seconds_total{part="replies"} %s\nisn_loop_work_seconds_total{part="flushes"} %s\nisn_loop_work_seconds_total{part="other"} %s\nisn_loop_long_iteration_seconds_total{part="reads"} %s\nisn_loop_long_iteration_seconds_total{part="flushes"} %s\nisn_loop_long_iterations_total %s\nisn_loop_long_iteration_reads_total %s\nisn_loop_long_iteration_requests_total %s\n' "$@" >>"$LOOP_PARTS_FILE"; }
 LOOP_PARTS_FILE=$work/before loop_parts 1 1 1 1 0.001 0.001 1 3 100
 LOOP_PARTS_FILE=$work/after loop_parts 3 2 1.5 1.25 0.007 0.003 5 15 700
+# and over all iterations 400 socket reads, 250 writes, 2,000 requests
+loop_io() { printf 'isn_loop_reads_total %s\nisn_loop_writes_total %s\nisn_loop_requests_total %s\n' "$2" "$3" "$4" >>"$1"; }
+loop_io "$work/before" 100 50 500
+loop_io "$work/after" 500 300 2500
 out=$(python3 bench/node_sheds.py "$work/before" "$work/after")
 expect "loops' parts" "$(field loop_work_seconds <<<"$out")" "{'reads': 2.0, 'replies': 1.0, 'flushes': 0.5, 'other': 0.25}"
 expect "long iterations" "$(field long_iterations <<<"$out")" \
   "{'count': 4, 'seconds': {'reads': 0.006, 'flushes': 0.002}, 'reads_each': 3.0, 'requests_each': 150.0}"
+expect "loops' reads and writes" "$(field loop_io <<<"$out")" \
+  "{'reads': 400, 'writes': 250, 'requests': 2000, 'requests_per_read': 5.0, 'requests_per_write': 8.0}"
 expect "stalls seen" "$(field stalls_seen <<<"$out")" 2
 expect "GPU batches" "$(field gpu_batches <<<"$out")" 30
 expect "GPU batches by why" "$(field gpu_batches_by_reason <<<"$out")" "{'linger': 20, 'deadline': 10}"
@@ -91,6 +97,8 @@ expect "no refusal" "$(field node_shed_within_1ms_share <<<"$out")" None
 expect "no iteration" "$(field loop_iterations_over_1ms <<<"$out")" None
 expect "no long iteration" "$(field long_iterations <<<"$out")" \
   "{'count': 0, 'seconds': {'reads': 0.0, 'flushes': 0.0}, 'reads_each': None, 'requests_each': None}"
+expect "no read or write" "$(field loop_io <<<"$out")" \
+  "{'reads': 0, 'writes': 0, 'requests': 0, 'requests_per_read': None, 'requests_per_write': None}"
 expect "no CPU job" "$(field cpu_retrieval_us_per_job <<<"$out")" None
 expect "no GPU batch" "$(field gpu_batch_jobs_mean <<<"$out")" None
 # too few CPU jobs to measure the machine by
