@@ -164,12 +164,12 @@ static write_outcome write_now(isn_grpc_conn *conn) {
     buf = uv_buf_init((char *)conn->sending.data, (unsigned)conn->sending.len);
     conn->write_req.data = conn;
     int rc = uv_write(&conn->write_req, (uv_stream_t *)&conn->tcp, &buf, 1, on_written);
-    conn->server->work.writes++; /* libuv's, when the socket has room */
     if (rc < 0) {
         log_debug("grpc %s: write failed: %s", conn->peer, uv_strerror(rc));
         isn_grpc_conn_close(conn);
         return WRITE_FAILED;
     }
+    conn->server->work.writes++; /* libuv's, as the socket takes it */
     conn->writing = true;
     return WRITE_QUEUED;
 }
