@@ -54,7 +54,7 @@ CPU_LOOPS=${ISND_LOOPS:-4}
 GPU_LOOPS=${ISND_LOOPS:-0}
 # The GPU-only node: 7 loops and 4 workers. Its workers only prepare and pack batches, while its loops take
 # every request and write every answer, and past its capacity nearly every excess request is a refusal a
-# loop makes: with 6 loops they were busy 80-88% of the time at 3x, long enough at a stretch that refusals
+# loop makes: with 6 loops they were busy 79-88% of the time at 3x, long enough at a stretch that refusals
 # queued behind a backlog left past 1 ms. A worker fewer costs some of the sustained rate (README).
 GPU_ALL_LOOPS=${ISND_LOOPS:-7}
 GPU_ALL_WORKERS=$([ "$WORKERS" = 0 ] && echo 4 || echo "$WORKERS")
