@@ -169,12 +169,11 @@ void isn_grpc_server_reconfigure(isn_grpc_server *server, const isn_grpc_server_
 void isn_grpc_server_flush(isn_grpc_server *server);
 /* What the loop's thread did for the server so far: its time inside reads (frames decoded, requests
  * begun, refused or handed to the program, and what the program did with them there) and inside flushes
- * of waiting output (writes), the socket reads that brought bytes, the requests begun, the flushes of
- * waiting output (those between reads and inside one included) and the socket writes they made. The loop's
- * thread only; the program takes the difference over an iteration of its loop to tell what a long one was
- * spent on. */
+ * of waiting output (writes), the socket reads that brought bytes, the requests begun, and the socket
+ * writes (those made between a read's slices included). The loop's thread only; the program takes the
+ * difference over an iteration of its loop to tell what a long one was spent on. */
 typedef struct {
-    uint64_t read_ns, flush_ns, reads, requests, flushes, writes;
+    uint64_t read_ns, flush_ns, reads, requests, writes;
 } isn_grpc_loop_work;
 isn_grpc_loop_work isn_grpc_server_loop_work(const isn_grpc_server *server);
 /* Closes the listening socket. */

@@ -87,7 +87,6 @@ void isn_grpc_conn_schedule_flush(isn_grpc_conn *conn) {
 }
 
 static void flush_waiting(isn_grpc_server *server) {
-    if (server->dirty) server->work.flushes++;
     while (server->dirty) {
         isn_grpc_conn *conn = server->dirty;
         server->dirty = conn->next_dirty;

@@ -85,7 +85,7 @@ static void on_request(isn_grpc_call *call, void *app) {
         for (uint64_t began = isn_now_ns(); isn_now_ns() - began < a->slow_ns;) {
         }
         isn_grpc_loop_work work = isn_grpc_server_loop_work(a->server);
-        if (a->slow_calls++ && work.reads == a->last_slow.reads && work.flushes != a->last_slow.flushes)
+        if (a->slow_calls++ && work.reads == a->last_slow.reads && work.writes != a->last_slow.writes)
             a->flushed_inside_a_read++;
         a->last_slow = work;
         isn_grpc_call_fail(call, ISN_GRPC_STATUS_RESOURCE_EXHAUSTED, "slow");
@@ -658,7 +658,7 @@ static void test_a_read_is_16_kib_at_most(void **state) {
  * goes out between slices: a refusal does not wait for the rest of its read to be processed. Each "Slow"
  * request is refused after a while at work, so a 16 KiB read of them takes longer than the flush wait; its
  * refusals must be flushed while the read is still being processed (the loop's reads unchanged between
- * two requests, its flushes not). */
+ * two requests, its socket writes not). */
 static void test_refusals_leave_while_their_read_is_processed(void **state) {
     (void)state;
     uv_loop_t loop;
