@@ -168,7 +168,7 @@ static write_outcome write_now(isn_grpc_conn *conn) {
         isn_grpc_conn_close(conn);
         return WRITE_FAILED;
     }
-    conn->server->work.writes++; /* libuv's, as the socket takes it */
+    conn->server->work.writes++; /* the queued write, once however many system calls libuv makes for it */
     conn->writing = true;
     return WRITE_QUEUED;
 }
