@@ -16,6 +16,11 @@
 #   bash bench/gpu_filter_device.sh bitmaps  the same, one round each, with the filters tested on the attribute
 #                                            columns (ISN_GPU_FILTER_BITMAPS=0) and on the filter bitmaps a batch's
 #                                            queries share (the default), AUTO and --exhaustive
+#   bash bench/gpu_filter_device.sh ab       two builds' ratios at top 10 (KS), the filter bucket=0: bench_gpu of BUILD
+#                                            and of BEFORE (another build's bench_gpu, e.g. .devbin/bench/bench_gpu_old),
+#                                            one process each, ROUNDS rounds of rows in each, then one line a build and
+#                                            batch size with the ratio and the phases a batch of the best rounds (for a
+#                                            kernel change: the ratio moves with the filtered pass alone)
 #   bash bench/gpu_filter_device.sh local    here, without a GPU: a 500,000-document synthetic partition on the
 #                                            emulated device, the work per query filtered and plain (postings decoded
 #                                            and scored, blocks skipped, reports), pruned and unpruned, with the
@@ -116,6 +121,37 @@ bitmaps)
   done
   unset ISN_GPU_FILTER_BITMAPS
   ;;
+ab)
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$O/device-filter.txt"
+  [ -x "${BEFORE:-}" ] || { echo "ab: BEFORE must name another build's bench_gpu" >&2; exit 2; }
+  ensure_synth
+  run filter40-ab-after ${LIMIT:-240} --ks ${KS:-10} --batches 16,256 --max-queries 1024 --min-batches ${MIN_BATCHES:-32} \
+    --no-cpu-rate --interleave "$ROUNDS" ${EXTRA:-}
+  after_bin=$B/bench/bench_gpu
+  B=${BEFORE%/bench/bench_gpu}
+  [ "$B" = "$BEFORE" ] && { mkdir -p "$O/before/bench"; ln -sf "$(realpath "$BEFORE")" "$O/before/bench/bench_gpu"; B=$O/before; }
+  run filter40-ab-before ${LIMIT:-240} --ks ${KS:-10} --batches 16,256 --max-queries 1024 --min-batches ${MIN_BATCHES:-32} \
+    --no-cpu-rate --interleave "$ROUNDS" ${EXTRA:-}
+  python3 - "$O/filter40-ab-after.json" "$O/filter40-ab-before.json" "$after_bin" "$BEFORE" <<'PY' | tee "$O/filter40-ab-summary.json"
+import json, sys
+for path, binary in ((sys.argv[1], sys.argv[3]), (sys.argv[2], sys.argv[4])):
+    rows, mismatches = {}, 0
+    for line in open(path):
+        try: r = json.loads(line)
+        except ValueError: continue
+        if r.get("bench") == "gpu":
+            mismatches += r["mismatches"]
+            key = (r["k"], r["batch"], "filtered" if r["label"].endswith("-filtered") else "plain")
+            if key not in rows or r["qps"] > rows[key]["qps"]: rows[key] = r
+        elif r.get("bench") == "gpu_filter_ratio":
+            phases = {side: {name: round(rows[(r["k"], r["batch"], side)]["ms_per_batch"][name], 4)
+                             for name in ("threshold_pass", "select_threshold", "score_pass", "sort")}
+                      for side in ("plain", "filtered") if (r["k"], r["batch"], side) in rows}
+            print(json.dumps({"bench": "gpu_filter_ab", "binary": binary, "k": r["k"], "batch": r["batch"],
+                              "filtered_over_plain": r["filtered_over_plain"], "plain_qps": r["plain_qps"],
+                              "filtered_qps": r["filtered_qps"], "ms_per_batch": phases, "mismatches": mismatches}))
+PY
+  ;;
 local)
   SYNTH=${SYNTH_LOCAL:-$B/synth-filter40}
   if [ ! -f "$SYNTH/queries.tsv" ]; then
@@ -147,7 +183,7 @@ for line in open(sys.argv[1]):
 PY
   ;;
 *)
-  echo "usage: bash bench/gpu_filter_device.sh device|era|bitmaps|local" >&2
+  echo "usage: bash bench/gpu_filter_device.sh device|era|bitmaps|ab|local" >&2
   exit 2
   ;;
 esac
