@@ -135,12 +135,12 @@ ab)
   python3 - "$O/filter40-ab-after.json" "$O/filter40-ab-before.json" "$after_bin" "$BEFORE" <<'PY' | tee "$O/filter40-ab-summary.json"
 import json, sys
 for path, binary in ((sys.argv[1], sys.argv[3]), (sys.argv[2], sys.argv[4])):
-    rows, mismatches = {}, 0
+    rows, mismatches = {}, {}
     for line in open(path):
         try: r = json.loads(line)
         except ValueError: continue
         if r.get("bench") == "gpu":
-            mismatches += r["mismatches"]
+            mismatches[(r["k"], r["batch"])] = mismatches.get((r["k"], r["batch"]), 0) + r["mismatches"]
             key = (r["k"], r["batch"], "filtered" if r["label"].endswith("-filtered") else "plain")
             if key not in rows or r["qps"] > rows[key]["qps"]: rows[key] = r
         elif r.get("bench") == "gpu_filter_ratio":
@@ -149,7 +149,8 @@ for path, binary in ((sys.argv[1], sys.argv[3]), (sys.argv[2], sys.argv[4])):
                       for side in ("plain", "filtered") if (r["k"], r["batch"], side) in rows}
             print(json.dumps({"bench": "gpu_filter_ab", "binary": binary, "k": r["k"], "batch": r["batch"],
                               "filtered_over_plain": r["filtered_over_plain"], "plain_qps": r["plain_qps"],
-                              "filtered_qps": r["filtered_qps"], "ms_per_batch": phases, "mismatches": mismatches}))
+                              "filtered_qps": r["filtered_qps"], "ms_per_batch": phases,
+                              "mismatches": mismatches.get((r["k"], r["batch"]), 0)}))
 PY
   ;;
 local)
