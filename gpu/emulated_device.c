@@ -159,13 +159,14 @@ static inline bool filters_keep(const gpu_device *d, const gpu_batch *b, const g
 }
 
 /* Whether the range passes skip ranges [r, r + count) for the query: its filter bitmap keeps none of their
- * documents (gpu_pass_keeps_ranges), as the kernels read it. */
+ * documents (gpu_pass_keeps_ranges), as the kernels read it, which test no range's bits of a bitmap that keeps a
+ * document of every range (its last word, gpu_pass_empty_ranges, is 0). */
 static inline bool filters_skip_ranges(const gpu_device *d, const gpu_batch *b, const gpu_query *q, uint32_t r,
                                        uint32_t count) {
     const uint32_t qi = (uint32_t)(q - b->queries);
     if (q->num_filters == 0 || d->run_bits == NULL || qi >= b->num_range_queries || d->pass_slot[qi] == 0) return false;
     const uint32_t *bitmap = d->run_bits + (size_t)(d->pass_slot[qi] - 1u) * d->pass_stride;
-    return !gpu_pass_keeps_ranges(bitmap, d->upload.num_docs, r, count);
+    return bitmap[d->pass_stride - 1u] != 0u && !gpu_pass_keeps_ranges(bitmap, d->upload.num_docs, r, count);
 }
 
 /* What the query's prior adds at most to a document of range r (0 without a prior). */
@@ -715,8 +716,9 @@ static int assign_filter_bitmaps(gpu_device *d, uint32_t slot, const gpu_batch *
         for (uint32_t w = 0; w < d->pass_words; w++)
             bitmap[w] = gpu_pass_word(d->upload.attribute_words, batch->filters + q->filter_begin, q->num_filters,
                                       batch->filter_values, w, d->upload.num_docs);
-        for (uint32_t w = 0; w < d->pass_stride - d->pass_words; w++)
+        for (uint32_t w = 0; w < gpu_pass_range_words(d->upload.num_docs); w++)
             bitmap[d->pass_words + w] = gpu_pass_range_word(bitmap, d->pass_words, w);
+        bitmap[d->pass_stride - 1u] = gpu_pass_empty_ranges(bitmap + d->pass_words, d->num_ranges);
     }
     timing->filter_bitmaps_built = builds;
     d->run_bits = d->pass_bits[slot];

@@ -680,8 +680,11 @@ static int cuda_launch(gpu_device *d, uint32_t slot, const gpu_batch *batch, cha
             d->d_attribute_words, s->d_filters + query.filter_begin, query.num_filters, s->d_filter_values,
             d->upload.num_docs, d->pass_words, bitmap);
         CHECK(cudaGetLastError());
-        pass_ranges_kernel<<<d->pass_stride - d->pass_words, kThreads, 0, st>>>(bitmap, d->pass_words, d->num_ranges,
-                                                                                 bitmap + d->pass_words);
+        uint32_t *empty = bitmap + d->pass_stride - 1u; // gpu_pass_empty_ranges
+        CHECK(cudaMemsetAsync(empty, 0, sizeof *empty, st));
+        pass_ranges_kernel<<<gpu_pass_range_words(d->upload.num_docs), kThreads, 0, st>>>(bitmap, d->pass_words,
+                                                                                          d->num_ranges,
+                                                                                          bitmap + d->pass_words, empty);
         CHECK(cudaGetLastError());
         if (d->ranked_ranges > 1) {
             uint32_t *rank = s->d_pass_rank + (size_t)build_slot[i] * d->pass_words;

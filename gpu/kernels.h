@@ -236,8 +236,10 @@ __global__ void probe_kernel(probe_args a);
 // A filter bitmap (gpu_pass_word), a word a thread: words [0, num_words) of out for the filters of one query.
 __global__ void pass_bitmap_kernel(const uint32_t *attribute_words, const gpu_filter *filters, uint32_t num_filters,
                                    const uint32_t *values, uint32_t num_docs, uint32_t num_words, uint32_t *out);
-// Its range bits (gpu_pass_range_word), a block a word of them, a warp a range: word blockIdx.x of out.
-__global__ void pass_ranges_kernel(const uint32_t *doc_words, uint32_t num_doc_words, uint32_t num_ranges, uint32_t *out);
+// Its range bits (gpu_pass_range_word), a block a word of them, a warp a range: word blockIdx.x of out; and into
+// *empty, zeroed before, how many ranges keep nothing (gpu_pass_empty_ranges).
+__global__ void pass_ranges_kernel(const uint32_t *doc_words, uint32_t num_doc_words, uint32_t num_ranges, uint32_t *out,
+                                   uint32_t *empty);
 // The ranges a ranked step covers at most (a warp reports each; ISN_GPU_RANKED, the default): more only when the
 // documents the bitmap keeps in them fit an accumulator's slots.
 constexpr uint32_t kMaxRankedRanges = 8;

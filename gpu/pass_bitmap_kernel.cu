@@ -13,7 +13,8 @@ __global__ void pass_bitmap_kernel(const uint32_t *attribute_words, const gpu_fi
         out[w] = gpu_pass_word(attribute_words, filters, num_filters, values, w, num_docs);
 }
 
-__global__ void pass_ranges_kernel(const uint32_t *doc_words, uint32_t num_doc_words, uint32_t num_ranges, uint32_t *out) {
+__global__ void pass_ranges_kernel(const uint32_t *doc_words, uint32_t num_doc_words, uint32_t num_ranges, uint32_t *out,
+                                   uint32_t *empty) {
     constexpr uint32_t kPerRange = GPU_RANGE_DOCS / 32u;
     __shared__ uint32_t bits;
     const uint32_t warp = threadIdx.x >> 5, lane = threadIdx.x & 31u, warps = blockDim.x >> 5;
@@ -28,7 +29,12 @@ __global__ void pass_ranges_kernel(const uint32_t *doc_words, uint32_t num_doc_w
         if (__any_sync(0xFFFFFFFFu, any != 0) && lane == 0) atomicOr(&bits, 1u << i);
     }
     __syncthreads();
-    if (threadIdx.x == 0) out[blockIdx.x] = bits;
+    if (threadIdx.x == 0) {
+        out[blockIdx.x] = bits;
+        const uint32_t first = 32u * blockIdx.x;
+        const uint32_t here = first >= num_ranges ? 0u : num_ranges - first < 32u ? num_ranges - first : 32u;
+        if (here > (uint32_t)__popc(bits)) atomicAdd(empty, here - (uint32_t)__popc(bits));
+    }
 }
 
 __global__ void pass_popcount_kernel(const uint32_t *doc_words, uint32_t num_words, uint32_t *out) {

@@ -368,7 +368,12 @@ GPU_HD uint32_t gpu_pass_doc_words(uint32_t num_docs) { return num_docs / 32u + 
 GPU_HD uint32_t gpu_pass_range_words(uint32_t num_docs) {
     return (num_docs + GPU_RANGE_DOCS - 1u) / GPU_RANGE_DOCS / 32u + 1u;
 }
-GPU_HD uint32_t gpu_pass_stride(uint32_t num_docs) { return gpu_pass_doc_words(num_docs) + gpu_pass_range_words(num_docs); }
+/* After the range words, one word: how many of the partition's ranges the bitmap keeps no document of
+ * (gpu_pass_empty_ranges). The range passes read it once a block: a bitmap that keeps a document of every range (a
+ * scattered filter's) has no step to skip, and testing each step's range bits cost its steps' instructions. */
+GPU_HD uint32_t gpu_pass_stride(uint32_t num_docs) {
+    return gpu_pass_doc_words(num_docs) + gpu_pass_range_words(num_docs) + 1u;
+}
 
 /* Word w of the range bits of the bitmap whose document words are `doc_words` (doc_word_count of them): bit i
  * for range 32 w + i. The CUDA device builds them a warp a range; this is the emulated device's. */
@@ -382,6 +387,14 @@ GPU_HD uint32_t gpu_pass_range_word(const uint32_t *doc_words, uint32_t doc_word
                 break;
             }
     return bits;
+}
+
+/* How many of ranges [0, num_ranges) the range words `range_words` mark as holding no kept document: the
+ * bitmap's last word (gpu_pass_stride). */
+GPU_HD uint32_t gpu_pass_empty_ranges(const uint32_t *range_words, uint32_t num_ranges) {
+    uint32_t empty = 0;
+    for (uint32_t r = 0; r < num_ranges; r++) empty += (range_words[r / 32u] >> (r & 31u) & 1u) == 0u;
+    return empty;
 }
 
 /* Whether the bitmap (gpu_pass_stride words for num_docs documents) keeps a document of ranges [r, r + count). */

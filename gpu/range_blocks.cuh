@@ -299,6 +299,12 @@ __device__ __forceinline__ bool bitmap_keeps_ranges(const range_args &a, const g
     return false;
 }
 
+// Whether the query's filter bitmap keeps no document of some range of the partition (its last word,
+// gpu_pass_stride): only then may a step's range bits skip it.
+__device__ __forceinline__ bool bitmap_skips_ranges(const range_args &a, const gpu_query &query) {
+    return __ldg(&a.pass_bits[(size_t)query.pass_slot * a.pass_stride - 1u]) != 0u;
+}
+
 // Block b of a range's term decoded by the warp, lane l's postings 4l..4l+3 valid where they lie in [lo, hi)
 // and pass the query's filters as kFilter tests them (filter_test). The filters are tested before the tf parts
 // are loaded: a lane whose four documents all fail them loads none (with a filter that keeps a tenth of the

@@ -668,8 +668,9 @@ __device__ void report_unpruned(const range_args &a, const gpu_query &query, uin
     uint32_t r = range_of(v), lo = r * GPU_RANGE_DOCS;
     uint32_t hi = lo + kSpan < limit ? lo + kSpan : limit;
     // a step whose ranges the query's filter bitmap keeps no document of is empty: no spans, no adds, no reports
+    const bool skips = kFilter == kFilterBitmap && bitmap_skips_ranges(a, query);
     auto kept_end = [&](uint32_t from, uint32_t r_from, uint32_t to) -> uint32_t {
-        return kFilter == kFilterBitmap && from < to && !bitmap_keeps_ranges(a, query, r_from, kStep) ? from : to;
+        return skips && from < to && !bitmap_keeps_ranges(a, query, r_from, kStep) ? from : to;
     };
     hi = kept_end(lo, r, hi);
     if (kBounds && tid == 0) s.bound_scale = bound_scale_of(query, a.terms);

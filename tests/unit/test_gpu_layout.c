@@ -315,7 +315,7 @@ static void test_filter_bitmap_ranges(void **state) {
     enum { DOCS = 40 * GPU_RANGE_DOCS + 1000, RANGES = 41 };
     static uint32_t bitmap[DOCS / 32 + 1 + 8];
     const uint32_t doc_words = gpu_pass_doc_words(DOCS), stride = gpu_pass_stride(DOCS);
-    assert_int_equal(stride - doc_words, 2);
+    assert_int_equal(stride - doc_words, 3); /* two words of range bits, then the count of empty ranges */
     assert_true(stride <= sizeof bitmap / sizeof *bitmap);
     static const uint32_t kept[] = {0, 5 * GPU_RANGE_DOCS + 31, 6 * GPU_RANGE_DOCS - 1, 33 * GPU_RANGE_DOCS, DOCS - 1};
     memset(bitmap, 0, sizeof bitmap);
@@ -331,6 +331,13 @@ static void test_filter_bitmap_ranges(void **state) {
     assert_true(gpu_pass_keeps_ranges(bitmap, DOCS, 3, 3));         /* 3..5 */
     assert_true(gpu_pass_keeps_ranges(bitmap, DOCS, 31, 3));        /* across the words: 31..33 */
     assert_false(gpu_pass_keeps_ranges(bitmap, DOCS, 34, 6));
+    /* kept: ranges 0, 5, 33 and 40 of the 41; the bits past the last range count for nothing */
+    assert_int_equal(gpu_pass_empty_ranges(bitmap + doc_words, RANGES), RANGES - 4);
+    bitmap[doc_words] = 0xFFFFFFFFu;
+    bitmap[doc_words + 1] = (1u << (RANGES - 32)) - 1u;
+    assert_int_equal(gpu_pass_empty_ranges(bitmap + doc_words, RANGES), 0);
+    bitmap[doc_words + 1] &= ~(1u << (RANGES - 33)); /* the last range's bit */
+    assert_int_equal(gpu_pass_empty_ranges(bitmap + doc_words, RANGES), 1);
 }
 
 /* gpu_pass_word (the CUDA device's filter bitmaps, gpu_query.pass_slot): each bit is gpu_filters_accept of its
