@@ -382,11 +382,19 @@ static uint64_t worker_run_bytes(const worker *w) {
 /* jemalloc's control, when the program runs on jemalloc (isn-index does): weak, so that index/ needs it not. */
 extern int mallctl(const char *name, void *oldp, size_t *oldlenp, void *newp, size_t newlen) __attribute__((weak));
 
+static void first_malloc_trim(void) {
+    malloc_trim(0);
+}
+
 /* Gives the pages of a written run back to the system: the allocator would keep them for seconds, and
- * the budget is on resident memory. */
+ * the budget is on resident memory. glibc sets its heap up at the first call into it, and that setup is
+ * not thread-safe: where nothing has called glibc's malloc yet (a sanitizer's allocator in its place), two
+ * threads' first malloc_trim raced, one walking the heap's bins before the other had made them (SEGV in
+ * mtrim). So the first call goes alone. */
 static void release_freed_memory(void) {
+    static pthread_once_t first_trim = PTHREAD_ONCE_INIT;
     if (mallctl) mallctl("arena.4096.purge", NULL, NULL, NULL, 0); /* 4096: MALLCTL_ARENAS_ALL */
-    else malloc_trim(0);
+    else if (pthread_once(&first_trim, first_malloc_trim) == 0) malloc_trim(0);
 }
 
 static int flush_runs(worker *w) {
