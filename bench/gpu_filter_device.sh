@@ -21,6 +21,11 @@
 #                                            one process each, ROUNDS rounds of rows in each, then one line a build and
 #                                            batch size with the ratio and the phases a batch of the best rounds (for a
 #                                            kernel change: the ratio moves with the filtered pass alone)
+#   bash bench/gpu_filter_device.sh kernels  Nsight Compute (ncu) on one bench_gpu process at top 10 (KS), batches of
+#                                            256 (BATCH), KERNEL_BATCHES (6) batches a side: each kernel launch's time
+#                                            and instructions, one pass, the kernels serialized; then per side and
+#                                            kernel the medians, and the bound pass's instructions filtered over
+#                                            plain for the same batches (bench/filter_kernels.py)
 #   bash bench/gpu_filter_device.sh local    here, without a GPU: a 500,000-document synthetic partition on the
 #                                            emulated device, the work per query filtered and plain (postings decoded
 #                                            and scored, blocks skipped, reports), pruned and unpruned, with the
@@ -152,6 +157,18 @@ for path, binary in ((sys.argv[1], sys.argv[3]), (sys.argv[2], sys.argv[4])):
                               "filtered_qps": r["filtered_qps"], "ms_per_batch": phases,
                               "mismatches": mismatches.get((r["k"], r["batch"]), 0)}))
 PY
+  ;;
+kernels)
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$O/device-filter.txt"
+  ensure_synth
+  NCU=${NCU:-$(command -v ncu || echo /usr/local/cuda/bin/ncu)}
+  timeout ${LIMIT:-240} "$NCU" --clock-control none --metrics gpu__time_duration.sum,sm__inst_executed.sum,launch__grid_size \
+    --csv --page raw --log-file "$O/filter40-kernels.csv" "$B/bench/bench_gpu" --label filter40-kernels --index "$SYNTH" \
+    --queries "$SYNTH/queries.tsv" --modes or --filter "${FILTER:-bucket=0}" --ks ${KS:-10} --batches ${BATCH:-256} \
+    --max-queries 1024 --min-batches ${KERNEL_BATCHES:-6} --no-cpu-rate --interleave 1 ${EXTRA:-} \
+    >"$O/filter40-kernels.json" 2>"$O/filter40-kernels.err"
+  echo "ncu rc=$?" >&2
+  python3 bench/filter_kernels.py "$O/filter40-kernels.csv" | tee "$O/filter40-kernels-summary.json"
   ;;
 local)
   SYNTH=${SYNTH_LOCAL:-$B/synth-filter40}
