@@ -39,7 +39,8 @@
  * query tree (the GPU answers it with the attribute columns resident; the CPU's answers are the reference);
  * --interleave N (with --filter) runs the same queries without the filter too, on a backend of their own, the rows
  * of the two alternating for N rounds, and after each batch size a "gpu_filter_ratio" line: the best round's
- * rates and filtered/plain, and the work per query of each (bench/gpu_filter_device.sh); --no-filter-seed gives
+ * rates and filtered/plain, each round's filtered/plain and their median, and the work per query of each
+ * (bench/gpu_filter_device.sh); --no-filter-seed gives
  * the filtered queries no probe seed (the device's view before the probe read filters);
  * --write-buckets N adds to the index in --index two int attributes: `bucket`, each document's id hashed into
  * 0..N-1, and `era`, the documents' ids cut into N runs in order (writes DIR/buckets.jsonl and DIR/attributes.isn,
@@ -574,26 +575,37 @@ int main(int argc, char **argv) {
             }
             for (uint32_t bi = 0; bi < nb; bi++) {
                 const uint32_t bs = batches[bi];
-                double best[2] = {0.0, 0.0};
+                double best[2] = {0.0, 0.0}, round_ratio[100];
                 isn_gpu_batch_stats last[2];
-                for (uint32_t round = 1; round <= (interleave ? interleave : 1); round++)
+                for (uint32_t round = 1; round <= (interleave ? interleave : 1); round++) {
+                    double qps[2] = {0.0, 0.0};
                     for (uint32_t v = 0; v < num_sides; v++) {
-                        double qps;
                         if (gpu_row(&sides[v], mode, k, bs, min_batches, inflight, interleave ? round : 0, req, gpu_hits,
-                                    &qps, &last[v]) != 0)
+                                    &qps[v], &last[v]) != 0)
                             return 1;
-                        best[v] = qps > best[v] ? qps : best[v];
+                        best[v] = qps[v] > best[v] ? qps[v] : best[v];
                     }
+                    if (interleave) round_ratio[round - 1] = qps[1] > 0 ? qps[0] / qps[1] : 0.0;
+                }
                 if (!interleave) continue;
+                /* each round's filtered/plain (its two rows ran one after the other) and their median: the best
+                 * rounds' ratio pairs rows of different rounds */
+                char rounds_text[100 * 8 + 2];
+                size_t used = 0;
+                for (uint32_t r = 0; r < interleave; r++)
+                    used += (size_t)snprintf(rounds_text + used, sizeof rounds_text - used, "%s%.3f", r ? ", " : "",
+                                             round_ratio[r]);
+                const double median_ratio = bench_median(round_ratio, interleave);
                 /* the comparison: best of the rounds each, and the work per query of the last round */
                 const uint32_t n = log.n < bs * min_batches ? bs * min_batches : log.n;
                 printf("{\"bench\": \"gpu_filter_ratio\", \"label\": \"%s\", \"filter\": \"%s\", \"mode\": \"%s\", "
                        "\"k\": %u, \"batch\": %u, \"rounds\": %u, \"plain_qps\": %.1f, \"filtered_qps\": %.1f, "
-                       "\"filtered_over_plain\": %.3f, \"per_query\": {\"plain\": {\"postings_decoded\": %.0f, "
+                       "\"filtered_over_plain\": %.3f, \"round_ratios\": [%s], \"median_round_ratio\": %.3f, "
+                       "\"per_query\": {\"plain\": {\"postings_decoded\": %.0f, "
                        "\"postings_scored\": %.0f, \"blocks_skipped\": %.1f, \"reports\": %.1f}, \"filtered\": "
                        "{\"postings_decoded\": %.0f, \"postings_scored\": %.0f, \"blocks_skipped\": %.1f, \"reports\": %.1f}}}\n",
                        label, filter_text, m ? "and" : "or", k, bs, interleave, best[1], best[0],
-                       best[1] > 0 ? best[0] / best[1] : 0.0, (double)last[1].postings_decoded / n,
+                       best[1] > 0 ? best[0] / best[1] : 0.0, rounds_text, median_ratio, (double)last[1].postings_decoded / n,
                        (double)last[1].postings_scored / n, (double)last[1].blocks_skipped / n, (double)last[1].reports / n,
                        (double)last[0].postings_decoded / n, (double)last[0].postings_scored / n,
                        (double)last[0].blocks_skipped / n, (double)last[0].reports / n);

@@ -7,9 +7,10 @@
 #                                            bench_gpu process: OR, k 10 and 1,000, batches 16 and 256, the log's
 #                                            1,024 queries with the filter bucket=0 and without it on two backends,
 #                                            rows alternating, ROUNDS (3) rounds; JSON lines, ending with the
-#                                            ratios (best round each) in one line. A row runs at least MIN_BATCHES
-#                                            (32) batches, the log over again: four batches of 256, two in flight,
-#                                            were mostly the pipeline's filling and draining
+#                                            ratios (best round each, and the median of each round's) in one
+#                                            line. A row runs at least MIN_BATCHES (32) batches, the log over
+#                                            again: four batches of 256, two in flight, were mostly the pipeline's
+#                                            filling and draining
 #   bash bench/gpu_filter_device.sh era      the same (ROUNDS rounds) with the filter era=0: the first tenth of the
 #                                            documents, as a date keeps on a partition in crawl order, whose bitmap
 #                                            keeps a tenth of the ranges; the range passes skip the rest
@@ -74,7 +75,8 @@ for f in files:
             off_device += r["queries"] - r["on_device"]
         elif r.get("bench") == "gpu_filter_ratio":
             key = f'k{r["k"]}_b{r["batch"]}'
-            ratios[key] = {"filtered_over_plain": r["filtered_over_plain"], "plain_qps": r["plain_qps"],
+            ratios[key] = {"filtered_over_plain": r["filtered_over_plain"],
+                           "median_round_ratio": r.get("median_round_ratio"), "plain_qps": r["plain_qps"],
                            "filtered_qps": r["filtered_qps"], "per_query": r["per_query"]}
 print(json.dumps({"bench": "gpu_filter_summary", "label": label, "rows": rows, "mismatches": mismatches,
                   "answered_on_cpu": off_device,
@@ -153,7 +155,8 @@ for path, binary in ((sys.argv[1], sys.argv[3]), (sys.argv[2], sys.argv[4])):
                              for name in ("threshold_pass", "select_threshold", "score_pass", "sort")}
                       for side in ("plain", "filtered") if (r["k"], r["batch"], side) in rows}
             print(json.dumps({"bench": "gpu_filter_ab", "binary": binary, "k": r["k"], "batch": r["batch"],
-                              "filtered_over_plain": r["filtered_over_plain"], "plain_qps": r["plain_qps"],
+                              "filtered_over_plain": r["filtered_over_plain"],
+                              "median_round_ratio": r.get("median_round_ratio"), "plain_qps": r["plain_qps"],
                               "filtered_qps": r["filtered_qps"], "ms_per_batch": phases,
                               "mismatches": mismatches.get((r["k"], r["batch"]), 0)}))
 PY
