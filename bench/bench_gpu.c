@@ -590,9 +590,10 @@ int main(int argc, char **argv) {
                 if (!interleave) continue;
                 /* each round's filtered/plain (its two rows ran one after the other) and their median: the best
                  * rounds' ratio pairs rows of different rounds */
-                char rounds_text[100 * 8 + 2];
+                char rounds_text[100 * 24];
                 size_t used = 0;
-                for (uint32_t r = 0; r < interleave; r++)
+                rounds_text[0] = '\0';
+                for (uint32_t r = 0; r < interleave && used < sizeof rounds_text; r++)
                     used += (size_t)snprintf(rounds_text + used, sizeof rounds_text - used, "%s%.3f", r ? ", " : "",
                                              round_ratio[r]);
                 const double median_ratio = bench_median(round_ratio, interleave);
