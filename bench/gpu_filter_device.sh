@@ -204,7 +204,7 @@ for line in open(sys.argv[1]):
 PY
   ;;
 *)
-  echo "usage: bash bench/gpu_filter_device.sh device|era|bitmaps|ab|local" >&2
+  echo "usage: bash bench/gpu_filter_device.sh device|era|bitmaps|ab|kernels|local" >&2
   exit 2
   ;;
 esac

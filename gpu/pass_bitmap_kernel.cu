@@ -31,9 +31,9 @@ __global__ void pass_ranges_kernel(const uint32_t *doc_words, uint32_t num_doc_w
     __syncthreads();
     if (threadIdx.x == 0) {
         out[blockIdx.x] = bits;
-        const uint32_t first = 32u * blockIdx.x;
-        const uint32_t here = first >= num_ranges ? 0u : num_ranges - first < 32u ? num_ranges - first : 32u;
-        if (here > (uint32_t)__popc(bits)) atomicAdd(empty, here - (uint32_t)__popc(bits));
+        const uint32_t first = 32u * blockIdx.x, kept = (uint32_t)__popc(bits);
+        const uint32_t here = first >= num_ranges ? 0u : min(num_ranges - first, 32u);
+        if (here > kept) atomicAdd(empty, here - kept);
     }
 }
 
