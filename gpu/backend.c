@@ -355,6 +355,7 @@ static int submit_batch(isn_gpu_backend *b, isn_gpu_request *requests, uint32_t 
                     const uint32_t top = gpu_range_top_of_ranges(r->k, kept);
                     if (kept) {
                         q->range_top = top < b->report_stride ? top : b->report_stride;
+                        q->ranges_zoned_out = kept < kept_ranges ? kept_ranges - kept : 0u;
                         kept_ranges = kept;
                     }
                 }

@@ -127,6 +127,11 @@ typedef struct {
      * bitmaps that holds this query's filters evaluated for every document (gpu_pass_word), which its range passes
      * then test instead of the attribute columns; 0: they test the columns (filter_lane). */
     uint32_t pass_slot;
+    /* The ranges its filters keep no document of by the zone maps (attribute_zones.h; 0: none, as without filters or
+     * zones). The CUDA device gives the bound pass's ranked steps only to filters that leave none out, whose documents
+     * lie all over the partition (a step then holds several groups of ranges), not to those that follow the doc ids:
+     * dense where they keep, they fill a step with one group, and its postings cost more than unranked ones. */
+    uint32_t ranges_zoned_out;
     /* A static prior (isn_gpu_request.prior_weight; 0: none): every path scores a document
      * gpu_prior_score(its BM25 as float, prior_weight, its static score) and keys it by that, and every bound that
      * decides to skip a range, a block or a document adds gpu_prior_bound(prior_weight, the largest static score

@@ -99,6 +99,7 @@ struct stream_buffers {
     uint64_t bytes_in, bytes_out;
     uint32_t *d_pass_bits; // GPU_PASS_SLOTS filter bitmaps of gpu_device.pass_stride words (null: none)
     uint32_t *d_pass_rank; // each bitmap's ranks (range_args.pass_rank)
+    uint2 *d_pass_pairs;   // each bitmap's words beside their ranks (range_args.pass_pairs)
     void *d_rank_temp;     // cub's exclusive sum that makes them
     size_t rank_temp_bytes;
     gpu_pass_cache pass_cache; // what they hold (filter_bitmaps.h)
@@ -134,6 +135,7 @@ struct gpu_device {
     // twins run fewer a multiprocessor than the plain ones, and a grid sized for the plain kernel's waves leaves
     // theirs a last wave almost empty
     uint32_t resident_wide[3], resident_compact[3], resident_narrow[3], resident_short[3], resident_bound[3];
+    uint32_t resident_bound_ranked;
     uint32_t resident_prior; // prior_report_kernel's (one variant: it tests filters as each query says)
     gpu_bound_pass_switches bound_pass; // which queries the pass may take get it (kernels.h; to compare, device.h)
     bool query_major;          // report grids with the query in x (ISN_GPU_QUERY_MAJOR=0: in y, to compare)
@@ -183,6 +185,7 @@ static void cuda_close(gpu_device *d) {
         cudaFree(s->d_sort_temp);
         cudaFree(s->d_pass_bits);
         cudaFree(s->d_pass_rank);
+        cudaFree(s->d_pass_pairs);
         cudaFree(s->d_rank_temp);
         free(s->pass_slot);
         cudaFreeHost(s->h_stage);
@@ -253,6 +256,7 @@ static int open_stream(gpu_device *d, stream_buffers *s, char *err, size_t err_l
     if (d->filter_bitmaps) {
         CHECK(cudaMalloc(&s->d_pass_bits, (size_t)GPU_PASS_SLOTS * d->pass_stride * sizeof(uint32_t)));
         CHECK(cudaMalloc(&s->d_pass_rank, (size_t)GPU_PASS_SLOTS * d->pass_words * sizeof(uint32_t)));
+        CHECK(cudaMalloc(&s->d_pass_pairs, (size_t)GPU_PASS_SLOTS * d->pass_words * sizeof(uint2)));
         CHECK(cub::DeviceScan::ExclusiveSum(nullptr, s->rank_temp_bytes, s->d_pass_rank, (int)d->pass_words,
                                             s->stream));
         CHECK(cudaMalloc(&s->d_rank_temp, s->rank_temp_bytes));
@@ -382,6 +386,8 @@ static int open_device(gpu_device *d, char *err, size_t err_len) {
                                (int)narrow_shared_bytes(6)));
     CHECK(cudaFuncSetAttribute(narrow_report_kernel_ranked, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                (int)narrow_shared_bytes(5)));
+    CHECK(cudaFuncSetAttribute(bound_report_kernel_ranked, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               (int)narrow_shared_bytes(6)));
     // the switches that exist to compare and measure (bench/gpu_device.sh)
     d->report_blocks = gpu_env_number("ISN_GPU_REPORT_BLOCKS", 3, 0) == 2 ? 2 : 3;
     d->compact = gpu_env_number("ISN_GPU_COMPACT", 1, 0) != 0;
@@ -425,6 +431,7 @@ static int open_device(gpu_device *d, char *err, size_t err_len) {
         CHECK(resident(kShortReport[v], narrow_shared_bytes(6), d->resident_short[v]));
         CHECK(resident(kBoundReport[v], narrow_shared_bytes(6), d->resident_bound[v]));
     }
+    CHECK(resident(bound_report_kernel_ranked, narrow_shared_bytes(6), d->resident_bound_ranked));
     CHECK(resident(prior_report_kernel, kSharedBytes, d->resident_prior));
     // the rescore pass runs wide_report_kernel's accumulator at its three blocks a multiprocessor
     {
@@ -534,6 +541,7 @@ static range_args range_args_of(const gpu_device *d, const stream_buffers *s) {
     a.pass_words = d->pass_words;
     a.pass_stride = d->pass_stride;
     a.pass_rank = s->d_pass_rank;
+    a.pass_pairs = s->d_pass_pairs;
     a.ranked_ranges = d->ranked_ranges;
     a.static_scores = d->d_static_scores;
     a.range_prior_max = d->d_range_prior_max;
@@ -619,12 +627,13 @@ static int cuda_launch(gpu_device *d, uint32_t slot, const gpu_batch *batch, cha
     }
     s->bitmaps_built = builds;
     // the range queries by report kernel (accumulator_kind): the bound pass's (narrow, short report lists, one
-    // round, k at most kBoundMaxK), the other narrow ones with short report lists, the other narrow ones, the
-    // compact ones, the wide ones; each first without filters, then with them on the columns (the _filtered
-    // kernels), then with a filter bitmap (the _bitmap ones); last the queries with a static prior, all in
-    // prior_report_kernel (its first variant's slot), which tests each one's filters as it says
-    enum { kBoundKernel, kShortKernel, kNarrowKernel, kCompactKernel, kWideKernel, kPriorKernel, kKinds,
-           kKernels = kFilterVariants * kKinds };
+    // round, k at most kBoundMaxK), then those of its queries with a filter bitmap that may take it in ranked
+    // steps (bound_report_kernel_ranked: the bitmap variant only), the other narrow ones with short report lists,
+    // the other narrow ones, the compact ones, the wide ones; each first without filters, then with them on the
+    // columns (the _filtered kernels), then with a filter bitmap (the _bitmap ones); last the queries with a static
+    // prior, all in prior_report_kernel (its first variant's slot), which tests each one's filters as it says
+    enum { kBoundKernel, kBoundRankedKernel, kShortKernel, kNarrowKernel, kCompactKernel, kWideKernel, kPriorKernel,
+           kKinds, kKernels = kFilterVariants * kKinds };
     const gpu_query *staged = reinterpret_cast<const gpu_query *>(s->h_stage);
     uint32_t *h_variant = reinterpret_cast<uint32_t *>(s->h_stage + qbytes + tbytes);
     uint8_t *h_kernel = reinterpret_cast<uint8_t *>(h_variant + d->upload.max_batch);
@@ -636,16 +645,19 @@ static int cuda_launch(gpu_device *d, uint32_t slot, const gpu_batch *batch, cha
         const bool bounds = gpu_bound_pass_for(&d->bound_pass, &query);
         const bool prior = query.prior_weight != 0.0f;
         s->prior_range_queries += prior;
-        const int kernel = prior                                 ? kPriorKernel
-                           : kind == kWideAcc                    ? kWideKernel
-                           : kind == kCompactAcc                 ? kCompactKernel
-                           : query.range_top > kShortListTop ? kNarrowKernel
-                           : bounds                              ? kBoundKernel
-                                                                 : kShortKernel;
         // a kernel's queries lie together in the variant list: kind by kind, the unfiltered ones first
         const int variant = prior || query.num_filters == 0 ? kVariantPlain
                             : staged[q].pass_slot               ? kVariantBitmap
                                                                 : kVariantColumns;
+        // the bound pass's ranked steps: a filter bitmap's queries whose filters leave no range out (gpu_query)
+        const bool ranked_bounds = variant == kVariantBitmap && d->ranked_ranges > 1 && query.ranges_zoned_out == 0;
+        const int kernel = prior                                 ? kPriorKernel
+                           : kind == kWideAcc                    ? kWideKernel
+                           : kind == kCompactAcc                 ? kCompactKernel
+                           : query.range_top > kShortListTop ? kNarrowKernel
+                           : bounds && ranked_bounds             ? kBoundRankedKernel
+                           : bounds                              ? kBoundKernel
+                                                                 : kShortKernel;
         const int slot = kFilterVariants * kernel + variant;
         kernel_count[h_kernel[q] = (uint8_t)slot]++;
     }
@@ -691,6 +703,9 @@ static int cuda_launch(gpu_device *d, uint32_t slot, const gpu_batch *batch, cha
             pass_popcount_kernel<<<blocks < 4096u ? blocks : 4096u, 256, 0, st>>>(bitmap, d->pass_words, rank);
             CHECK(cudaGetLastError());
             CHECK(cub::DeviceScan::ExclusiveSum(s->d_rank_temp, s->rank_temp_bytes, rank, (int)d->pass_words, st));
+            pass_pairs_kernel<<<blocks < 4096u ? blocks : 4096u, 256, 0, st>>>(
+                bitmap, rank, d->pass_words, s->d_pass_pairs + (size_t)build_slot[i] * d->pass_words);
+            CHECK(cudaGetLastError());
         }
     }
     range_args a = range_args_of(d, s);
@@ -712,16 +727,24 @@ static int cuda_launch(gpu_device *d, uint32_t slot, const gpu_batch *batch, cha
             for (int slot = 0; slot < kKernels; slot++) {
                 const uint32_t count = kernel_count[slot];
                 const int kernel = slot / kFilterVariants, variant = slot % kFilterVariants;
-                if (count == 0 || (kernel == kBoundKernel && round != 1)) continue;
+                const bool bound_pass = kernel == kBoundKernel || kernel == kBoundRankedKernel;
+                if (count == 0 || (bound_pass && round != 1)) continue;
                 range_args ka = a;
                 ka.query_index = s->d_variant + kernel_first[slot];
-                if (kernel == kBoundKernel) {
-                    // a block's ranges are whole groups
+                if (bound_pass) {
+                    // a block's ranges are whole groups; ranked steps where a block's groups fill a step (in small
+                    // batches a block has a few groups, and a ranked step's dearer postings then cost more than its
+                    // fewer steps save)
                     const uint32_t groups = (ranges + kBoundRanges - 1) / kBoundRanges;
-                    ka.ranges_per_block = ranges_per_block(d, groups, count, d->resident_bound[variant]) * kBoundRanges;
+                    const bool ranked = kernel == kBoundRankedKernel &&
+                                        ranges_per_block(d, groups, count, d->resident_bound_ranked) >= kWarps;
+                    ka.ranges_per_block =
+                        ranges_per_block(d, groups, count, ranked ? d->resident_bound_ranked : d->resident_bound[variant]) *
+                        kBoundRanges;
                     const uint32_t gx = (ranges + ka.ranges_per_block - 1) / ka.ranges_per_block;
                     const dim3 grid = report_grid(d, gx, count, &ka);
-                    kBoundReport[variant]<<<grid, kThreads, narrow_shared_bytes(6), st>>>(ka);
+                    const report_kernel report = ranked ? bound_report_kernel_ranked : kBoundReport[variant];
+                    report<<<grid, kThreads, narrow_shared_bytes(6), st>>>(ka);
                     CHECK(cudaGetLastError());
                     bound_select_kernel<<<count, kSelectThreads, kSelectKeys * sizeof(uint64_t), st>>>(
                         s->d_queries, s->d_terms, ka.query_index, s->d_reports, d->num_ranges, d->report_stride,

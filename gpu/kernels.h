@@ -125,6 +125,8 @@ struct range_args {
     // and the ranges a ranked step of its queries covers at most (report_kernels.cu; 0 or 1: one range a step)
     const uint32_t *pass_rank;
     uint32_t ranked_ranges;
+    // the same bitmaps' words beside their ranks (pass_words pairs a bitmap), which the bound pass's ranked steps read
+    const uint2 *pass_pairs;
     // the static scores and each range's largest, then the ranges' tail bounds (gpu_upload's; null without them),
     // for the queries with a prior (gpu_query.prior_weight), which only prior_report_kernel and rescore_prior_kernel
     // serve
@@ -210,6 +212,8 @@ __global__ void short_report_kernel_bitmap(range_args a);
 __global__ void short_report_kernel_ranked(range_args a);
 __global__ void narrow_report_kernel_ranked(range_args a);
 __global__ void bound_report_kernel_bitmap(range_args a);
+// the bound pass's queries with a filter bitmap in ranked steps (ISN_GPU_RANKED, the default)
+__global__ void bound_report_kernel_ranked(range_args a);
 // The queries with a static prior (gpu_query.prior_weight) have report and rescore kernels of their own, so that
 // the others' code and registers stay as they were: the wide accumulator, the filters tested as the query says
 // (columns or its bitmap), every bound with the prior's part of the range added, every slot keyed by its score
@@ -246,6 +250,8 @@ constexpr uint32_t kMaxRankedRanges = 8;
 // Each word's popcount, which cub's exclusive sum in place turns into the bitmap's ranks (range_args.pass_rank): the
 // documents it keeps before each word.
 __global__ void pass_popcount_kernel(const uint32_t *doc_words, uint32_t num_words, uint32_t *out);
+// Each word of a bitmap beside its rank (range_args.pass_pairs), so that a posting's test and its rank are one load.
+__global__ void pass_pairs_kernel(const uint32_t *doc_words, const uint32_t *rank, uint32_t num_words, uint2 *out);
 __global__ void segments_kernel(const gpu_query *queries, const uint32_t *cand_count, uint32_t num_queries, int *begin,
                                 int *end);
 __global__ void sort_gather_kernel(const gpu_query *queries, const uint64_t *cands, const uint32_t *cand_count,

@@ -42,4 +42,9 @@ __global__ void pass_popcount_kernel(const uint32_t *doc_words, uint32_t num_wor
         out[w] = __popc(doc_words[w]);
 }
 
+__global__ void pass_pairs_kernel(const uint32_t *doc_words, const uint32_t *rank, uint32_t num_words, uint2 *out) {
+    for (uint32_t w = blockIdx.x * blockDim.x + threadIdx.x; w < num_words; w += gridDim.x * blockDim.x)
+        out[w] = make_uint2(doc_words[w], rank[w]);
+}
+
 } // namespace first_stage

@@ -906,38 +906,49 @@ __device__ uint32_t report_step(const range_args &a, const gpu_query &query, uin
     return reported;
 }
 
-// A ranked step's extent, computed alike by every warp: from range v, at most a.ranked_ranges ranges (and the
-// chunk's end) whose documents this round scores and the bitmap keeps number at most the accumulator's slots (a range
-// alone always fits). Lane i gets range v + i's rank at its start (rank_start) and its first slot (offset), lane nr
-// the step's total; excluded: the step's ranges the round does not score (round 2's sampled ones).
+// A ranked step's extent, computed alike by every warp: from range v, at most `most_units` units of kUnit ranges (and
+// the chunk's end) whose documents this round scores and the bitmap keeps number at most kSlots, the accumulator's
+// slots (a unit alone always fits). Lane i gets unit i's rank at its start (rank_start) and its first slot (offset),
+// lane nr the step's total; excluded: the step's units the round does not score (round 2's sampled ranges). The
+// narrow kernels' units are ranges; the bound pass's are its groups of kBoundRanges ranges (report_bounds_ranked).
 struct ranked_step {
     uint32_t lo, hi, nr, kept, excluded;
-    uint32_t holding;            // of the nr ranges, those this round scores that hold a document the bitmap keeps
+    uint32_t holding;            // of the nr units, those this round scores that hold a document the bitmap keeps
     uint32_t rank_start, offset; // this lane's
 };
 
+template <uint32_t kUnit = 1, uint32_t kSlots = GPU_RANGE_DOCS>
 __device__ __forceinline__ ranked_step plan_ranked_step(const range_args &a, const gpu_query &query, uint32_t v,
                                                        uint32_t v_end, uint32_t limit, bool round2,
-                                                       const uint32_t *rank, const uint32_t *bitmap) {
+                                                       const uint32_t *rank, const uint32_t *bitmap,
+                                                       uint32_t most_units) {
+    constexpr uint32_t kUnitDocs = kUnit * GPU_RANGE_DOCS;
     const uint32_t lane = threadIdx.x & 31u;
     ranked_step st;
     st.lo = v * GPU_RANGE_DOCS;
-    const uint32_t in_limit = st.lo < limit ? (limit - st.lo + GPU_RANGE_DOCS - 1) / GPU_RANGE_DOCS : 0u;
-    const uint32_t most = v < v_end ? min(min(a.ranked_ranges, v_end - v), in_limit) : 0u;
-    const uint32_t doc = min(st.lo + min(lane, most) * GPU_RANGE_DOCS, limit);
+    const uint32_t in_limit = st.lo < limit ? (limit - st.lo + kUnitDocs - 1) / kUnitDocs : 0u;
+    const uint32_t most = v < v_end ? min(min(most_units, (v_end - v + kUnit - 1) / kUnit), in_limit) : 0u;
+    const uint32_t doc = min(st.lo + min(lane, most) * kUnitDocs, limit);
     const uint32_t word = (doc + 31u) >> 5;
     uint32_t at = 0;
     if (lane <= most)
         at = word < a.pass_words ? __ldg(&rank[word])
                                  : __ldg(&rank[a.pass_words - 1u]) + __popc(__ldg(&bitmap[a.pass_words - 1u]));
     const uint32_t next = __shfl_down_sync(0xFFFFFFFFu, at, 1);
-    const bool excluded = lane < most && round2 && gpu_range_sampled(&query, v + lane);
+    const bool excluded = kUnit == 1 && lane < most && round2 && gpu_range_sampled(&query, v + lane);
     const uint32_t here = lane < most && !excluded ? next - at : 0u;
     const uint32_t inclusive = warp_inclusive_sum(here);
-    const bool fits = lane < most && (lane == 0 || inclusive <= GPU_RANGE_DOCS);
+    const bool fits = lane < most && (lane == 0 || inclusive <= kSlots);
     st.nr = (uint32_t)__popc(__ballot_sync(0xFFFFFFFFu, fits));
+    if constexpr (kUnit > 1) {
+        // a step of groups ends at the last that holds a kept document, and leading groups that hold none are a step
+        // of their own (empty: no spans, no adds): a filter that follows the documents' order (a date on a partition
+        // in crawl order) keeps a run of groups, and a step that ran past it would decode postings it drops
+        const uint32_t holds = __ballot_sync(0xFFFFFFFFu, lane < st.nr && here > 0);
+        st.nr = holds == 0 ? st.nr : (holds & 1u) ? 32u - (uint32_t)__clz(holds) : (uint32_t)(__ffs(holds) - 1);
+    }
     st.kept = st.nr ? __shfl_sync(0xFFFFFFFFu, inclusive, st.nr - 1u) : 0u;
-    st.hi = st.kept ? min(st.lo + st.nr * GPU_RANGE_DOCS, limit) : st.lo;
+    st.hi = st.kept ? min(st.lo + st.nr * kUnitDocs, limit) : st.lo;
     st.excluded = __ballot_sync(0xFFFFFFFFu, excluded);
     st.holding = (uint32_t)__popc(__ballot_sync(0xFFFFFFFFu, lane < st.nr && here > 0));
     st.rank_start = at;
@@ -978,7 +989,7 @@ __device__ void report_ranked(const range_args &a, const gpu_query &query, uint3
     span_prefetch pf;
     uint32_t v = start_at(chunk * a.ranges_per_block);
     if (v >= v_end) return;
-    ranked_step st = plan_ranked_step(a, query, v, v_end, limit, round2, rank, bitmap);
+    ranked_step st = plan_ranked_step(a, query, v, v_end, limit, round2, rank, bitmap, a.ranked_ranges);
     zero_accumulator<kNarrowAcc>(acc, touched);
     if (warp == 0) publish(st, 0);
     const uint32_t span_warp = kWarps - 1 - warp;
@@ -1010,7 +1021,7 @@ __device__ void report_ranked(const range_args &a, const gpu_query &query, uint3
                                        st.excluded, st.kept, acc, crossings);
         }
         const uint32_t v_next = start_at(v + st.nr);
-        const ranked_step next = plan_ranked_step(a, query, v_next, v_end, limit, round2, rank, bitmap);
+        const ranked_step next = plan_ranked_step(a, query, v_next, v_end, limit, round2, rank, bitmap, a.ranked_ranges);
         if (warp == 0 && next.nr) publish(next, buffer ^ 1u);
         if (next.lo < next.hi)
             for (uint32_t t = span_warp; t < nt; t += kWarps)
@@ -1054,6 +1065,242 @@ __device__ void report_ranked(const range_args &a, const gpu_query &query, uint3
         if (ranges_scored) atomicAdd(&a.results[q].ranges_scored, ranges_scored);
         if (pruned) atomicAdd(&a.results[q].ranges_pruned, pruned);
         if (ranges_scored) atomicAdd(&a.results[q].ranges_floored, ranges_scored);
+        if (steps) atomicAdd(&a.results[q].ranked_steps, steps);
+    }
+}
+
+// The bound pass in ranked steps, for a query with a filter bitmap (bound_report_kernel_ranked): a step covers up to
+// kWarps groups of kBoundRanges ranges whose documents the bitmap keeps fit the bound counters (kBoundSpan of them),
+// numbered by those documents alone as report_ranked numbers its slots. A filter keeping a scattered tenth of the
+// documents puts about eight groups in a step, so what a step costs whatever its postings (its spans, two barriers,
+// its report and the counters' zeroing) is paid once for eight groups, and a posting of a document the bitmap drops
+// adds nothing. Each group is reported by a warp into its first range's row as report_bounds reports it, so
+// bound_select_kernel and the rescore pass read what they read after the unranked pass.
+
+// Block b of a range's term added to a ranked step's bound counters, as add_block_bounds adds: its documents in
+// [lo, hi) that the bitmap keeps, each in its rank's slot less `base`, the rank of the step's first document.
+__device__ __forceinline__ uint32_t add_block_bounds_ranked(const range_args &a, const range_term &rt, uint32_t b,
+                                                            uint32_t lo, uint32_t hi, uint32_t base, uint32_t kept,
+                                                            float scale, double *acc, const crossing_log &crossings,
+                                                            const uint2 *pairs) {
+    uint32_t docs[4], words[4], ranks[4];
+    bool valid[4];
+    const float4 *lane_at = decode_block_docs(a, rt, b, lo, hi, docs, valid);
+    const uint32_t last_word = a.pass_words - 1u;
+#pragma unroll
+    for (int j = 0; j < 4; j++) { // a document's word and its rank in one load: as two, the rank's waiting on the
+                                      // word's test, the step's postings cost what its fewer steps saved
+        const uint2 pair = __ldg(&pairs[min(docs[j] >> 5, last_word)]);
+        words[j] = pair.x;
+        ranks[j] = pair.y;
+        valid[j] = valid[j] && ((words[j] >> (docs[j] & 31u)) & 1u);
+    }
+    float4 lane_parts = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (valid[0] || valid[1] || valid[2] || valid[3]) lane_parts = __ldg(lane_at);
+    const float parts[4] = {lane_parts.x, lane_parts.y, lane_parts.z, lane_parts.w};
+    uint32_t scored = 0;
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        if (!valid[j]) continue;
+        const uint32_t slot = ranks[j] - base + (uint32_t)__popc(words[j] & ((1u << (docs[j] & 31u)) - 1u));
+        if (slot >= kept) continue; // never with the bitmap's ranks; a wrong one must not write past the counters
+        const uint32_t add = __float2uint_ru(__fmul_ru(gpu_posting_contribution(rt.weight, parts[j]), scale));
+        const uint32_t shift = bound_shift(slot);
+        const uint32_t before =
+            (atomicAdd(reinterpret_cast<uint32_t *>(acc) + bound_word(slot), add << shift) >> shift) & kBoundMax;
+        crossings.note(before, add, slot);
+        scored++;
+    }
+    return scored;
+}
+
+// A ranked bound step's reports: warp i reports group i of the step (its slots [s_lo, s_hi), its first range r) into
+// range r's row, as report_bounds would have for that group alone: its m best counts at or above the floor among the
+// log's slots (or, where the log overflowed, among all of the group's), keyed by (count, slot), which sorts as
+// (count, document); then each kept slot's document, found from its rank as report_step finds it. Every thread then
+// zeroes its own counters.
+__device__ uint32_t report_bounds_step(const range_args &a, const gpu_query &query, uint32_t q, double *acc,
+                                       uint32_t r, bool reports, uint32_t s_lo, uint32_t s_hi, uint32_t rank_start,
+                                       const crossing_log &crossings, uint64_t *lists, uint32_t list_top,
+                                       const uint32_t *rank, const uint32_t *bitmap) {
+    const uint32_t warp = threadIdx.x >> 5, lane = threadIdx.x & 31u;
+    const uint32_t crossed = *crossings.count;
+    const bool overflow = crossed > crossings.cap;
+    if (overflow && threadIdx.x == 0) atomicAdd(&a.results[q].ranges_scanned, 1u);
+    uint32_t reported = 0;
+    if (reports) {
+        const uint32_t m = query.range_top;
+        uint64_t *mine = lists + warp * list_top;
+        auto key_of = [&](uint32_t slot) -> uint64_t {
+            const uint32_t count = bound_count(acc, slot);
+            return count >= crossings.at_least ? gpu_candidate_key(gpu_nonnegative_key((float)count), slot)
+                                               : GPU_NO_CANDIDATE;
+        };
+        auto best_two = [&](uint64_t above, uint64_t &f, uint64_t &sec) {
+            f = GPU_NO_CANDIDATE;
+            sec = GPU_NO_CANDIDATE;
+            if (!overflow) {
+                for (uint32_t e = lane; e < crossed; e += 32) {
+                    const uint32_t slot = crossings.slots[e];
+                    if (slot < s_lo || slot >= s_hi) continue;
+                    const uint64_t key = key_of(slot);
+                    if (key > above && key != GPU_NO_CANDIDATE) keep_best_two(key, f, sec);
+                }
+            } else {
+                for (uint32_t slot = s_lo + lane; slot < s_hi; slot += 32) {
+                    const uint64_t key = key_of(slot);
+                    if (key > above && key != GPU_NO_CANDIDATE) keep_best_two(key, f, sec);
+                }
+            }
+        };
+        uint64_t first, second;
+        best_two(0, first, second);
+        warp_select(m, mine, first, second, best_two);
+        __syncwarp();
+        uint32_t length = m;
+        for (uint32_t j = lane; j < m; j += 32)
+            if (mine[j] == GPU_NO_CANDIDATE && j < length) length = j;
+        length = warp_min_u32(length);
+        uint64_t *out = a.reports + ((size_t)q * a.num_ranges + r) * a.report_stride;
+        const uint32_t w_lo = (r * GPU_RANGE_DOCS) >> 5, w_hi = min(w_lo + kBoundSpan / 32u, a.pass_words);
+        for (uint32_t j = lane; j < m; j += 32) {
+            if (j >= length) {
+                out[j] = GPU_NO_CANDIDATE;
+                continue;
+            }
+            const uint64_t key = mine[j];
+            const uint32_t target = (uint32_t)key - s_lo + rank_start; // the document's rank among those kept
+            uint32_t lo_w = w_lo, hi_w = w_hi; // the last word whose rank is at most target
+            while (hi_w - lo_w > 1) {
+                const uint32_t mid = (lo_w + hi_w) >> 1;
+                if (__ldg(&rank[mid]) <= target) lo_w = mid;
+                else hi_w = mid;
+            }
+            const uint32_t bit = __fns(__ldg(&bitmap[lo_w]), 0, (int)(target - __ldg(&rank[lo_w])) + 1);
+            out[j] = (key & 0xFFFFFFFF00000000ull) | (lo_w * 32u + bit);
+        }
+        reported = lane == 0 ? length : 0u;
+    }
+    __syncthreads(); // every warp's reads of the counters are done
+    uint4 *words = reinterpret_cast<uint4 *>(acc);
+#pragma unroll
+    for (uint32_t j = 0; j < kDenseWordsPerThread; j++) words[threadIdx.x + kThreads * j] = make_uint4(0u, 0u, 0u, 0u);
+    __syncthreads();
+    return reported;
+}
+
+// The bound pass in ranked steps (above): each step's extent from plan_ranked_step over groups (every warp alike, so
+// that warp i reads group i's offsets and rank from its own lane i), its spans found a step ahead, its groups reported
+// by report_bounds_step.
+template <uint32_t kListTop>
+__device__ void report_bounds_ranked(const range_args &a, const gpu_query &query, uint32_t q, uint32_t chunk,
+                                     double *acc, uint32_t *touched, uint64_t *lists, const report_floor &answer_floor,
+                                     range_shared &s) {
+    constexpr uint32_t kSpan = kWarps * kBoundSpan;
+    const uint32_t tid = threadIdx.x, warp = tid >> 5, lane = tid & 31u;
+    const uint32_t nt = query.num_terms;
+    const uint32_t limit = query.doc_limit < a.num_docs ? query.doc_limit : a.num_docs;
+    const uint32_t v_end = min(chunk * a.ranges_per_block + a.ranges_per_block, a.num_ranges);
+    const uint32_t most_groups = min(a.ranked_ranges, (uint32_t)kWarps);
+    const uint32_t *rank = a.pass_rank + (size_t)(query.pass_slot - 1u) * a.pass_words;
+    const uint32_t *bitmap = a.pass_bits + (size_t)(query.pass_slot - 1u) * a.pass_stride;
+    const uint2 *pairs = a.pass_pairs + (size_t)(query.pass_slot - 1u) * a.pass_words;
+    auto plan = [&](uint32_t v) {
+        return plan_ranked_step<kBoundRanges, kBoundSpan>(a, query, v, v_end, limit, false, rank, bitmap, most_groups);
+    };
+    auto empty_row = [&](uint32_t r, uint32_t from, uint32_t step) {
+        uint64_t *out = a.reports + ((size_t)q * a.num_ranges + r) * a.report_stride;
+        for (uint32_t j = from; j < query.range_top; j += step) out[j] = GPU_NO_CANDIDATE;
+    };
+    span_prefetch pf;
+    uint32_t v = chunk * a.ranges_per_block;
+    if (v >= v_end) return;
+    ranked_step st = plan(v);
+    zero_accumulator<kNarrowAcc>(acc, touched);
+    if (tid == 0) s.bound_scale = bound_scale_of(query, a.terms);
+    const uint32_t span_warp = kWarps - 1 - warp;
+    for (uint32_t t = span_warp; t < nt; t += kWarps) {
+        const gpu_term g = a.terms[query.term_begin + t];
+        const range_term term{g.first_block, g.num_blocks, g.df, g.weight};
+        if (lane == 0) s.terms[t] = term;
+        if (st.lo < st.hi) term_span<kSpan>(a, term, t, t == span_warp, false, st.lo, st.hi, false, s, pf, 0);
+    }
+    __syncthreads();
+    const float bound_scale = s.bound_scale;
+    // an answer's count is at least its score times the scale, so at least the floor's product rounded down
+    const double units = answer_floor.active ? ::floor(answer_floor.value * (double)bound_scale) : 0.0;
+    const uint32_t at_least = units > 1.0 ? (uint32_t)units : 1u;
+    uint32_t scored = 0, groups_scored = 0, pruned = 0, reported = 0, steps = 0;
+    uint32_t *crossed_counts = touched + kCrossedSlots * sizeof(uint16_t) / sizeof(uint32_t);
+    for (uint32_t buffer = 0;; buffer ^= 1u) {
+        const uint32_t *first = s.span_first[buffer], *count = s.span_count[buffer];
+        const crossing_log crossings{at_least, a.crossing_log, crossed_counts + buffer,
+                                     reinterpret_cast<uint16_t *>(touched)};
+        const uint32_t base = __shfl_sync(0xFFFFFFFFu, st.rank_start, 0);
+        // the step's items (its terms' blocks in term order): with at most 32 terms lane t holds term t's first item
+        const bool lanes_hold_terms = nt <= 32;
+        uint32_t items = 0, lane_before = 0;
+        if (st.lo < st.hi) {
+            const uint32_t lane_count = lanes_hold_terms && lane < nt ? count[lane] : 0u;
+            lane_before = warp_inclusive_sum(lane_count) - lane_count;
+            if (lanes_hold_terms) items = __shfl_sync(0xFFFFFFFFu, lane_before + lane_count, 31);
+            else
+                for (uint32_t t = 0; t < nt; t++) items += count[t];
+        }
+        for (uint32_t item = warp; item < items; item += kWarps) {
+            uint32_t t, rem;
+            if (lanes_hold_terms) {
+                t = (uint32_t)__popc(__ballot_sync(0xFFFFFFFFu, lane < nt && lane_before <= item)) - 1u;
+                rem = item - __shfl_sync(0xFFFFFFFFu, lane_before, t);
+            } else {
+                t = 0;
+                rem = item;
+                while (rem >= count[t]) rem -= count[t++];
+            }
+            scored += add_block_bounds_ranked(a, s.terms[t], first[t] + rem, st.lo, st.hi, base, st.kept, bound_scale,
+                                              acc, crossings, pairs);
+        }
+        const uint32_t v_next = v + st.nr * kBoundRanges;
+        const ranked_step next = plan(v_next);
+        if (next.lo < next.hi)
+            for (uint32_t t = span_warp; t < nt; t += kWarps)
+                term_span<kSpan>(a, s.terms[t], t, t == span_warp, false, next.lo, next.hi, st.lo < st.hi, s, pf,
+                                 buffer ^ 1u);
+        __syncthreads();
+        if (tid == 0) crossed_counts[buffer ^ 1u] = 0;
+        // warp i's group: its slots and first rank from lane i, which planned the same step
+        const uint32_t s_lo = __shfl_sync(0xFFFFFFFFu, st.offset, warp & 31u);
+        const uint32_t s_hi = __shfl_sync(0xFFFFFFFFu, st.offset, (warp + 1u) & 31u);
+        const uint32_t rank_start = __shfl_sync(0xFFFFFFFFu, st.rank_start, warp & 31u);
+        if (items) {
+            reported += report_bounds_step(a, query, q, acc, v + warp * kBoundRanges, warp < st.nr, s_lo, s_hi,
+                                           rank_start, crossings, lists, kListTop, rank, bitmap);
+            groups_scored += st.holding;
+            pruned += st.nr - st.holding;
+            steps++;
+        } else {
+            if (warp < st.nr) empty_row(v + warp * kBoundRanges, lane, 32);
+            pruned += st.nr;
+            __syncthreads();
+        }
+        if (next.nr == 0) {
+            // groups past the query's last document report nothing (their rows still say so)
+            for (uint32_t r = v_next; r < v_end; r += kBoundRanges) {
+                empty_row(r, tid, kThreads);
+                pruned++;
+            }
+            break;
+        }
+        v = v_next;
+        st = next;
+    }
+    for (int d = 16; d > 0; d >>= 1) scored += __shfl_xor_sync(0xFFFFFFFFu, scored, d);
+    for (int d = 16; d > 0; d >>= 1) reported += __shfl_xor_sync(0xFFFFFFFFu, reported, d);
+    if (lane == 0 && scored) atomicAdd((unsigned long long *)&a.results[q].postings_scored, (unsigned long long)scored);
+    if (lane == 0 && reported) atomicAdd(&a.results[q].reports, reported);
+    if (tid == 0) {
+        if (groups_scored) atomicAdd(&a.results[q].ranges_scored, groups_scored);
+        if (pruned) atomicAdd(&a.results[q].ranges_pruned, pruned);
         if (steps) atomicAdd(&a.results[q].ranked_steps, steps);
     }
 }
@@ -1104,8 +1351,13 @@ __device__ __forceinline__ void report_pass(range_args a) {
         uint32_t *bitmap = reinterpret_cast<uint32_t *>(aux + kWarps * kListTop * sizeof(uint64_t));
         uint64_t *lists = reinterpret_cast<uint64_t *>(aux);
         if constexpr (C == kNarrowAcc && kBounds) {
-            report_unpruned<C, true, kListTop, true, kFilter>(a, query, q, chunk, acc, bitmap, lists, answer_floor,
-                                                              inv_scale, s);
+            if constexpr (kRanked && kFilter == kFilterBitmap) {
+                if (a.ranked_ranges <= 1) __trap(); // one range a step: bound_report_kernel_bitmap (cuda_launch)
+                report_bounds_ranked<kListTop>(a, query, q, chunk, acc, bitmap, lists, answer_floor, s);
+            } else {
+                report_unpruned<C, true, kListTop, true, kFilter>(a, query, q, chunk, acc, bitmap, lists, answer_floor,
+                                                                  inv_scale, s);
+            }
             return;
         }
         if constexpr (kRanked && C == kNarrowAcc && kFilter == kFilterBitmap) { // ranked steps where it has a floor
@@ -1308,6 +1560,10 @@ __global__ void __launch_bounds__(kThreads, 5) narrow_report_kernel_ranked(range
 }
 __global__ void __launch_bounds__(kThreads, 6) bound_report_kernel_bitmap(range_args a) {
     report_pass<6, kNarrowAcc, true, kFilterBitmap>(a);
+}
+// and the same in ranked steps (report_bounds_ranked)
+__global__ void __launch_bounds__(kThreads, 6) bound_report_kernel_ranked(range_args a) {
+    report_pass<6, kNarrowAcc, true, kFilterBitmap, false, true>(a);
 }
 // the queries with a static prior, filtered or not, each tested as it says (its bitmap or the columns)
 __global__ void __launch_bounds__(kThreads, 3) prior_report_kernel(range_args a) {

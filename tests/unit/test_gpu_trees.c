@@ -419,7 +419,11 @@ static void test_filter_bitmaps_are_kept(void **state) {
  * (report_ranked), and answer as the CPU does, also where a step's crossing log overflows (ISN_GPU_CROSSING_LOG=1: its
  * ranges reported from a scan of their counters); with one range a step (ISN_GPU_RANKED=1) they answer the same and
  * take no such step. k 1,000 unseeded (round 2 at the sample's floor, where the sample has k) is checked against the
- * CPU either way. */
+ * CPU either way. k 32 seeded takes the bound pass: in ranked steps of several groups of ranges (report_bounds_ranked)
+ * where a report block has the groups to fill one, here given a block for all 15 ranges (ISN_GPU_MIN_RANGES_PER_BLOCK),
+ * and then a query whose filter keeps a tenth of the documents (section=games) has all five groups in one step, where
+ * one group a step took up to five; with a group a block, as this small batch gets by default, no ranked step, nor
+ * for a filter that follows the doc ids (serial>=60000: the zone maps show it keeps nothing of ranges 0..6). */
 static void test_filtered_bags_take_ranked_steps(void **state) {
     (void)state;
     if (!support_have_gpu()) skip();
@@ -432,22 +436,41 @@ static void test_filtered_bags_take_ranked_steps(void **state) {
             static const struct {
                 uint32_t k;
                 bool seeded;
-            } cases[] = {{64, true}, {MAX_K, false}};
-            for (size_t c = 0; c < 2; c++) {
+                bool whole_blocks; /* a report block takes every range of the partition */
+                const char *only_filter;
+            } cases[] = {{64, true, false, NULL},
+                         {MAX_K, false, false, NULL},
+                         {32, true, false, NULL},
+                         {32, true, true, NULL},
+                         {32, true, true, "section=games"},
+                         {32, true, true, "serial>=60000"}};
+            for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
                 const tree_run run = {.emulate = false, .filters_only = true, .seeded = cases[c].seeded,
-                                      .mode = ISN_MODE_OR, .k = cases[c].k, .pruning = ISN_GPU_PRUNE_NEVER};
+                                      .only_filter = cases[c].only_filter, .mode = ISN_MODE_OR, .k = cases[c].k,
+                                      .pruning = ISN_GPU_PRUNE_NEVER};
                 isn_gpu_batch_stats st;
+                if (cases[c].whole_blocks) setenv("ISN_GPU_MIN_RANGES_PER_BLOCK", "15", 1);
                 check_trees(&run, &st);
-                printf("GPU k=%u %s, %s, crossing log %s: %llu ranked steps, %llu ranges scored (%llu scanned), "
+                unsetenv("ISN_GPU_MIN_RANGES_PER_BLOCK");
+                printf("GPU k=%u %s%s%s%s, %s, crossing log %s: %llu ranked steps, %llu ranges scored (%llu scanned), "
                        "%llu bitmap queries\n",
-                       cases[c].k, cases[c].seeded ? "seeded" : "sampled", ranked ? "ranked" : "one range a step",
+                       cases[c].k, cases[c].seeded ? "seeded" : "sampled", cases[c].whole_blocks ? ", whole blocks" : "",
+                       cases[c].only_filter ? ", " : "", cases[c].only_filter ? cases[c].only_filter : "",
+                       ranked ? "ranked" : "one range a step",
                        log ? "of one slot" : "as configured", (unsigned long long)st.ranked_steps,
                        (unsigned long long)st.ranges_scored, (unsigned long long)st.ranges_scanned,
                        (unsigned long long)st.filter_bitmap_queries);
                 assert_true(st.filter_bitmap_queries > 0);
-                if (!ranked) assert_int_equal(st.ranked_steps, 0);
+                const bool follows_ids = cases[c].only_filter && strncmp(cases[c].only_filter, "serial", 6) == 0;
+                if (!ranked || (cases[c].k == 32 && (!cases[c].whole_blocks || follows_ids)))
+                    assert_int_equal(st.ranked_steps, 0);
                 else if (cases[c].seeded) assert_true(st.ranked_steps > 0);
                 if (ranked && cases[c].seeded && log) assert_true(st.ranges_scanned > 0);
+                if (cases[c].k == 32) assert_true(st.accumulator_queries[ISN_GPU_ACC_BOUNDS] > 0);
+                if (ranked && cases[c].only_filter && !follows_ids &&
+                    st.ranked_steps > st.accumulator_queries[ISN_GPU_ACC_BOUNDS])
+                    fail_msg("k 32, section=games, whole blocks: %llu ranked steps for %u queries on the bound pass",
+                             (unsigned long long)st.ranked_steps, st.accumulator_queries[ISN_GPU_ACC_BOUNDS]);
             }
         }
     }
