@@ -636,6 +636,57 @@ __device__ uint32_t report_bounds(const range_args &a, const gpu_query &query, d
     return zero_and_merge(acc, lists, m, out, list_top, warp);
 }
 
+// A pass's start: the query's terms into s.terms, and where [lo, hi) holds documents, each term's blocks there into
+// span buffer 0, found by the warps that find the spans (span_warp's terms: span_warp, span_warp + kWarps, ...).
+template <uint32_t kSpan>
+__device__ __forceinline__ void first_spans(const range_args &a, const gpu_query &query, uint32_t span_warp, uint32_t lo,
+                                            uint32_t hi, range_shared &s, span_prefetch &pf) {
+    const uint32_t lane = threadIdx.x & 31u;
+    for (uint32_t t = span_warp; t < query.num_terms; t += kWarps) {
+        const gpu_term g = a.terms[query.term_begin + t];
+        const range_term term{g.first_block, g.num_blocks, g.df, g.weight};
+        if (lane == 0) s.terms[t] = term;
+        if (lo < hi) term_span<kSpan>(a, term, t, t == span_warp, false, lo, hi, false, s, pf, 0);
+    }
+}
+
+// The spans of the next step [lo, hi) into span buffer `buffer`, each term's by the warp that finds it (first_spans),
+// from its cursor where `cursor` (the step before held documents) or by a search.
+template <uint32_t kSpan>
+__device__ __forceinline__ void next_spans(const range_args &a, uint32_t nt, uint32_t span_warp, uint32_t lo, uint32_t hi,
+                                           bool cursor, range_shared &s, span_prefetch &pf, uint32_t buffer) {
+    for (uint32_t t = span_warp; t < nt; t += kWarps)
+        term_span<kSpan>(a, s.terms[t], t, t == span_warp, false, lo, hi, cursor, s, pf, buffer);
+}
+
+// A step's items, its terms' blocks in the span buffer `count` term by term: their number, and with at most 32 terms
+// (lanes_hold_terms) in lane t the items before term t's (all lanes of the warp call it).
+__device__ __forceinline__ uint32_t step_items(const uint32_t *count, uint32_t nt, bool lanes_hold_terms,
+                                               uint32_t &lane_before) {
+    const uint32_t lane = threadIdx.x & 31u;
+    const uint32_t lane_count = lanes_hold_terms && lane < nt ? count[lane] : 0u;
+    lane_before = warp_inclusive_sum(lane_count) - lane_count;
+    if (lanes_hold_terms) return __shfl_sync(0xFFFFFFFFu, lane_before + lane_count, 31);
+    uint32_t items = 0;
+    for (uint32_t t = 0; t < nt; t++) items += count[t];
+    return items;
+}
+
+// Item `item` of those (step_items) as its term, returned, and its block's index in the term's span (rem).
+__device__ __forceinline__ uint32_t step_item_term(uint32_t item, const uint32_t *count, uint32_t nt,
+                                                   bool lanes_hold_terms, uint32_t lane_before, uint32_t &rem) {
+    const uint32_t lane = threadIdx.x & 31u;
+    if (lanes_hold_terms) {
+        const uint32_t t = (uint32_t)__popc(__ballot_sync(0xFFFFFFFFu, lane < nt && lane_before <= item)) - 1u;
+        rem = item - __shfl_sync(0xFFFFFFFFu, lane_before, t);
+        return t;
+    }
+    uint32_t t = 0;
+    rem = item;
+    while (rem >= count[t]) rem -= count[t++];
+    return t;
+}
+
 // The report pass of the compact and narrow kernels: unpruned disjunctive queries of one chunk of terms
 // (accumulator_kind). score_range's work for them, reordered: after its blocks of range r each warp finds
 // its terms' spans in the next range, so their loads wait while other warps still score, and one barrier
@@ -675,12 +726,7 @@ __device__ void report_unpruned(const range_args &a, const gpu_query &query, uin
     hi = kept_end(lo, r, hi);
     if (kBounds && tid == 0) s.bound_scale = bound_scale_of(query, a.terms);
     const uint32_t span_warp = kWarps - 1 - warp; // this warp's terms: span_warp, span_warp + kWarps, ...
-    for (uint32_t t = span_warp; t < nt; t += kWarps) {
-        const gpu_term g = a.terms[query.term_begin + t];
-        const range_term term{g.first_block, g.num_blocks, g.df, g.weight};
-        if (lane == 0) s.terms[t] = term;
-        if (lo < hi) term_span<kSpan>(a, term, t, t == span_warp, false, lo, hi, false, s, pf, 0);
-    }
+    first_spans<kSpan>(a, query, span_warp, lo, hi, s, pf);
     __syncthreads();
     uint32_t scored = 0, ranges_scored = 0, pruned = 0, reported = 0;
     const bool lanes_hold_terms = nt <= 32;
@@ -707,22 +753,11 @@ __device__ void report_unpruned(const range_args &a, const gpu_query &query, uin
             lane_before = lane < nt ? s.item_start[buffer][lane] : 0u;
             items = s.item_total[buffer];
         } else if (lo < hi) {
-            const uint32_t lane_count = lanes_hold_terms && lane < nt ? count[lane] : 0u;
-            lane_before = warp_inclusive_sum(lane_count) - lane_count;
-            if (lanes_hold_terms) items = __shfl_sync(0xFFFFFFFFu, lane_before + lane_count, 31);
-            else
-                for (uint32_t t = 0; t < nt; t++) items += count[t];
+            items = step_items(count, nt, lanes_hold_terms, lane_before);
         }
         for (uint32_t item = warp; item < items; item += kWarps) {
-            uint32_t t, rem;
-            if (lanes_hold_terms) {
-                t = (uint32_t)__popc(__ballot_sync(0xFFFFFFFFu, lane < nt && lane_before <= item)) - 1u;
-                rem = item - __shfl_sync(0xFFFFFFFFu, lane_before, t);
-            } else {
-                t = 0;
-                rem = item;
-                while (rem >= count[t]) rem -= count[t++];
-            }
+            uint32_t rem;
+            const uint32_t t = step_item_term(item, count, nt, lanes_hold_terms, lane_before, rem);
             if constexpr (kBounds)
                 scored += add_block_bounds<kFilter>(a, query, s.terms[t], first[t] + rem, lo, hi, bound_scale, acc,
                                                     crossings);
@@ -740,8 +775,7 @@ __device__ void report_unpruned(const range_args &a, const gpu_query &query, uin
         if (lo_next < hi_next) {
             // the cursor carries over when this range's spans were found (lo < hi); after an empty step (the
             // partition's end, or one the filter bitmap keeps nothing of) the spans are searched for
-            for (uint32_t t = span_warp; t < nt; t += kWarps)
-                term_span<kSpan>(a, s.terms[t], t, t == span_warp, false, lo_next, hi_next, lo < hi, s, pf, buffer ^ 1u);
+            next_spans<kSpan>(a, nt, span_warp, lo_next, hi_next, lo < hi, s, pf, buffer ^ 1u);
         }
         __syncthreads(); // this range's adds and the next range's spans are in
         // the next range's item starts, which the report's barrier (or the one below) orders before its reads
@@ -834,6 +868,90 @@ __device__ __forceinline__ uint32_t add_block_ranked(const range_args &a, const 
     return scored;
 }
 
+// The best two keys above `above` among the slots [s_lo, s_hi) of a ranked step's unit (a range, or a bound group): from
+// the step's crossing log, or where it overflowed (more slots crossed than it holds) from a scan of the unit's slots.
+// key_of(slot, scanned): the slot's key, GPU_NO_CANDIDATE where it is below the floor (a logged slot never is).
+template <typename KeyOf>
+__device__ __forceinline__ void unit_best_two(const crossing_log &crossings, uint32_t crossed, bool overflow,
+                                              uint32_t s_lo, uint32_t s_hi, uint64_t above, uint64_t &f, uint64_t &sec,
+                                              KeyOf key_of) {
+    const uint32_t lane = threadIdx.x & 31u;
+    f = GPU_NO_CANDIDATE;
+    sec = GPU_NO_CANDIDATE;
+    if (!overflow) {
+        for (uint32_t e = lane; e < crossed; e += 32) {
+            const uint32_t slot = crossings.slots[e];
+            if (slot < s_lo || slot >= s_hi) continue;
+            const uint64_t key = key_of(slot, false);
+            if (key > above) keep_best_two(key, f, sec);
+        }
+    } else {
+        for (uint32_t slot = s_lo + lane; slot < s_hi; slot += 32) {
+            const uint64_t key = key_of(slot, true);
+            if (key > above) keep_best_two(key, f, sec);
+        }
+    }
+}
+
+// A ranked step's warp's selected list (warp_select's, in `mine`: keys of (score, slot)) written into the row `out` of
+// its unit (a range, or a bound group) that starts at range r and spans `docs` documents: each slot's document found
+// from its rank among the documents the bitmap keeps (the unit's first slot s_lo holds rank rank_start) by a search for
+// the unit's last word whose rank is at most it, then that word's bit. Returns the list's length on lane 0, else 0.
+__device__ __forceinline__ uint32_t write_ranked_row(const range_args &a, const uint64_t *mine, uint32_t m, uint64_t *out,
+                                                     uint32_t s_lo, uint32_t rank_start, uint32_t r, uint32_t docs,
+                                                     const uint32_t *rank, const uint32_t *bitmap) {
+    const uint32_t lane = threadIdx.x & 31u;
+    __syncwarp();
+    uint32_t length = m;
+    for (uint32_t j = lane; j < m; j += 32)
+        if (mine[j] == GPU_NO_CANDIDATE && j < length) length = j;
+    length = warp_min_u32(length);
+    const uint32_t w_lo = (r * GPU_RANGE_DOCS) >> 5, w_hi = min(w_lo + docs / 32u, a.pass_words);
+    for (uint32_t j = lane; j < m; j += 32) {
+        if (j >= length) {
+            out[j] = GPU_NO_CANDIDATE;
+            continue;
+        }
+        const uint64_t key = mine[j];
+        const uint32_t target = (uint32_t)key - s_lo + rank_start; // the document's rank among those kept
+        uint32_t lo_w = w_lo, hi_w = w_hi; // the last word whose rank is at most target
+        while (hi_w - lo_w > 1) {
+            const uint32_t mid = (lo_w + hi_w) >> 1;
+            if (__ldg(&rank[mid]) <= target) lo_w = mid;
+            else hi_w = mid;
+        }
+        const uint32_t bit = __fns(__ldg(&bitmap[lo_w]), 0, (int)(target - __ldg(&rank[lo_w])) + 1);
+        out[j] = (key & 0xFFFFFFFF00000000ull) | (lo_w * 32u + bit);
+    }
+    return lane == 0 ? length : 0u;
+}
+
+// A ranked step's unit reported by its warp into the unit's row `out`: its m best keys among its slots (unit_best_two),
+// then their documents (write_ranked_row). Returns the row's length on lane 0, else 0.
+template <typename KeyOf>
+__device__ __forceinline__ uint32_t report_ranked_unit(const range_args &a, const crossing_log &crossings,
+                                                       uint32_t crossed, bool overflow, uint32_t s_lo, uint32_t s_hi,
+                                                       uint32_t m, uint64_t *mine, uint64_t *out, uint32_t rank_start,
+                                                       uint32_t r, uint32_t docs, const uint32_t *rank,
+                                                       const uint32_t *bitmap, KeyOf key_of) {
+    auto best_two = [&](uint64_t above, uint64_t &f, uint64_t &sec) {
+        unit_best_two(crossings, crossed, overflow, s_lo, s_hi, above, f, sec, key_of);
+    };
+    uint64_t first, second;
+    best_two(0, first, second);
+    warp_select(m, mine, first, second, best_two);
+    return write_ranked_row(a, mine, m, out, s_lo, rank_start, r, docs, rank, bitmap);
+}
+
+// After a ranked step's reports: once every warp's reads of the counters are done, each thread zeroes its own.
+__device__ __forceinline__ void zero_after_reports(double *acc) {
+    __syncthreads();
+    uint4 *words = reinterpret_cast<uint4 *>(acc);
+#pragma unroll
+    for (uint32_t j = 0; j < kDenseWordsPerThread; j++) words[threadIdx.x + kThreads * j] = make_uint4(0u, 0u, 0u, 0u);
+    __syncthreads();
+}
+
 // A ranked step's reports: warp i reports the step's range v + i (kWarps ranges at most) into its own row, as
 // report_crossed would have for that range alone: its m best slots at or above the floor among the log's (or, where
 // the log overflowed, among all of the range's), keyed by (score, slot), which sorts as (score, document) since a
@@ -852,58 +970,34 @@ __device__ uint32_t report_step(const range_args &a, const gpu_query &query, uin
     if (warp < nr && !((excluded >> warp) & 1u)) {
         const uint32_t r = v + warp, s_lo = offset[warp], s_hi = offset[warp + 1], m = gpu_range_reports(&query, r);
         uint64_t *mine = lists + warp * list_top;
-        auto best_two = [&](uint64_t above, uint64_t &f, uint64_t &sec) {
-            f = GPU_NO_CANDIDATE;
-            sec = GPU_NO_CANDIDATE;
-            if (!overflow) {
-                for (uint32_t e = lane; e < crossed; e += 32) {
-                    const uint32_t slot = crossings.slots[e];
-                    if (slot < s_lo || slot >= s_hi) continue;
-                    const uint64_t key = slot_key<kNarrowAcc>(acc, slot, 0, kept, inv_scale);
-                    if (key > above) keep_best_two(key, f, sec);
-                }
-            } else {
-                for (uint32_t slot = s_lo + lane; slot < s_hi; slot += 32) {
-                    if (counters[slot] < crossings.at_least) continue;
-                    const uint64_t key = slot_key<kNarrowAcc>(acc, slot, 0, kept, inv_scale);
-                    if (key > above) keep_best_two(key, f, sec);
-                }
-            }
+        auto key_of = [&](uint32_t slot, bool scanned) { // a logged slot reached the floor
+            return scanned && counters[slot] < crossings.at_least ? GPU_NO_CANDIDATE
+                                                                  : slot_key<kNarrowAcc>(acc, slot, 0, kept, inv_scale);
         };
-        uint64_t first, second;
-        best_two(0, first, second);
-        warp_select(m, mine, first, second, best_two);
-        __syncwarp();
-        uint32_t length = m;
-        for (uint32_t j = lane; j < m; j += 32)
-            if (mine[j] == GPU_NO_CANDIDATE && j < length) length = j;
-        length = warp_min_u32(length);
         uint64_t *out = a.reports + ((size_t)q * a.num_ranges + r) * a.report_stride;
-        const uint32_t w_lo = (r * GPU_RANGE_DOCS) >> 5, w_hi = min(w_lo + GPU_RANGE_DOCS / 32u, a.pass_words);
-        for (uint32_t j = lane; j < m; j += 32) {
-            if (j >= length) {
-                out[j] = GPU_NO_CANDIDATE;
-                continue;
-            }
-            const uint64_t key = mine[j];
-            const uint32_t target = (uint32_t)key - s_lo + rank_start[warp]; // the document's rank among those kept
-            uint32_t lo_w = w_lo, hi_w = w_hi; // the last word whose rank is at most target
-            while (hi_w - lo_w > 1) {
-                const uint32_t mid = (lo_w + hi_w) >> 1;
-                if (__ldg(&rank[mid]) <= target) lo_w = mid;
-                else hi_w = mid;
-            }
-            const uint32_t bit = __fns(__ldg(&bitmap[lo_w]), 0, (int)(target - __ldg(&rank[lo_w])) + 1);
-            out[j] = (key & 0xFFFFFFFF00000000ull) | (lo_w * 32u + bit);
-        }
-        reported = lane == 0 ? length : 0u;
+        reported = report_ranked_unit(a, crossings, crossed, overflow, s_lo, s_hi, m, mine, out, rank_start[warp], r,
+                                      GPU_RANGE_DOCS, rank, bitmap, key_of);
     }
-    __syncthreads(); // every warp's reads of the counters are done
-    uint4 *words = reinterpret_cast<uint4 *>(acc);
-#pragma unroll
-    for (uint32_t j = 0; j < kDenseWordsPerThread; j++) words[threadIdx.x + kThreads * j] = make_uint4(0u, 0u, 0u, 0u);
-    __syncthreads();
+    zero_after_reports(acc);
     return reported;
+}
+
+// A ranked pass's counts into the query's results: each warp's postings scored and documents reported (summed over its
+// lanes), and thread 0's units scored and pruned, ranges floored and steps.
+__device__ __forceinline__ void add_ranked_results(const range_args &a, uint32_t q, uint32_t scored, uint32_t reported,
+                                                   uint32_t units_scored, uint32_t pruned, uint32_t floored,
+                                                   uint32_t steps) {
+    const uint32_t lane = threadIdx.x & 31u;
+    for (int d = 16; d > 0; d >>= 1) scored += __shfl_xor_sync(0xFFFFFFFFu, scored, d);
+    for (int d = 16; d > 0; d >>= 1) reported += __shfl_xor_sync(0xFFFFFFFFu, reported, d);
+    if (lane == 0 && scored) atomicAdd((unsigned long long *)&a.results[q].postings_scored, (unsigned long long)scored);
+    if (lane == 0 && reported) atomicAdd(&a.results[q].reports, reported);
+    if (threadIdx.x == 0) {
+        if (units_scored) atomicAdd(&a.results[q].ranges_scored, units_scored);
+        if (pruned) atomicAdd(&a.results[q].ranges_pruned, pruned);
+        if (floored) atomicAdd(&a.results[q].ranges_floored, floored);
+        if (steps) atomicAdd(&a.results[q].ranked_steps, steps);
+    }
 }
 
 // A ranked step's extent, computed alike by every warp: from range v, at most `most_units` units of kUnit ranges (and
@@ -993,12 +1087,7 @@ __device__ void report_ranked(const range_args &a, const gpu_query &query, uint3
     zero_accumulator<kNarrowAcc>(acc, touched);
     if (warp == 0) publish(st, 0);
     const uint32_t span_warp = kWarps - 1 - warp;
-    for (uint32_t t = span_warp; t < nt; t += kWarps) {
-        const gpu_term g = a.terms[query.term_begin + t];
-        const range_term term{g.first_block, g.num_blocks, g.df, g.weight};
-        if (lane == 0) s.terms[t] = term;
-        if (st.lo < st.hi) term_span<kSpan>(a, term, t, t == span_warp, false, st.lo, st.hi, false, s, pf, 0);
-    }
+    first_spans<kSpan>(a, query, span_warp, st.lo, st.hi, s, pf);
     __syncthreads();
     uint32_t scored = 0, ranges_scored = 0, pruned = 0, reported = 0, steps = 0;
     uint32_t *crossed_counts = touched + kCrossedSlots * sizeof(uint16_t) / sizeof(uint32_t);
@@ -1023,10 +1112,7 @@ __device__ void report_ranked(const range_args &a, const gpu_query &query, uint3
         const uint32_t v_next = start_at(v + st.nr);
         const ranked_step next = plan_ranked_step(a, query, v_next, v_end, limit, round2, rank, bitmap, a.ranked_ranges);
         if (warp == 0 && next.nr) publish(next, buffer ^ 1u);
-        if (next.lo < next.hi)
-            for (uint32_t t = span_warp; t < nt; t += kWarps)
-                term_span<kSpan>(a, s.terms[t], t, t == span_warp, false, next.lo, next.hi, st.lo < st.hi, s, pf,
-                                 buffer ^ 1u);
+        if (next.lo < next.hi) next_spans<kSpan>(a, nt, span_warp, next.lo, next.hi, st.lo < st.hi, s, pf, buffer ^ 1u);
         __syncthreads();
         if (tid == 0) crossed_counts[buffer ^ 1u] = 0;
         const uint32_t counted = st.nr - (uint32_t)__popc(st.excluded & ((1u << st.nr) - 1u));
@@ -1057,16 +1143,7 @@ __device__ void report_ranked(const range_args &a, const gpu_query &query, uint3
         v = v_next;
         st = next;
     }
-    for (int d = 16; d > 0; d >>= 1) scored += __shfl_xor_sync(0xFFFFFFFFu, scored, d);
-    for (int d = 16; d > 0; d >>= 1) reported += __shfl_xor_sync(0xFFFFFFFFu, reported, d);
-    if (lane == 0 && scored) atomicAdd((unsigned long long *)&a.results[q].postings_scored, (unsigned long long)scored);
-    if (lane == 0 && reported) atomicAdd(&a.results[q].reports, reported);
-    if (tid == 0) {
-        if (ranges_scored) atomicAdd(&a.results[q].ranges_scored, ranges_scored);
-        if (pruned) atomicAdd(&a.results[q].ranges_pruned, pruned);
-        if (ranges_scored) atomicAdd(&a.results[q].ranges_floored, ranges_scored);
-        if (steps) atomicAdd(&a.results[q].ranked_steps, steps);
-    }
+    add_ranked_results(a, q, scored, reported, ranges_scored, pruned, ranges_scored, steps);
 }
 
 // The bound pass in ranked steps, for a query with a filter bitmap (bound_report_kernel_ranked): a step covers up to
@@ -1131,61 +1208,16 @@ __device__ uint32_t report_bounds_step(const range_args &a, const gpu_query &que
     if (reports) {
         const uint32_t m = query.range_top;
         uint64_t *mine = lists + warp * list_top;
-        auto key_of = [&](uint32_t slot) -> uint64_t {
+        auto key_of = [&](uint32_t slot, bool) -> uint64_t {
             const uint32_t count = bound_count(acc, slot);
             return count >= crossings.at_least ? gpu_candidate_key(gpu_nonnegative_key((float)count), slot)
                                                : GPU_NO_CANDIDATE;
         };
-        auto best_two = [&](uint64_t above, uint64_t &f, uint64_t &sec) {
-            f = GPU_NO_CANDIDATE;
-            sec = GPU_NO_CANDIDATE;
-            if (!overflow) {
-                for (uint32_t e = lane; e < crossed; e += 32) {
-                    const uint32_t slot = crossings.slots[e];
-                    if (slot < s_lo || slot >= s_hi) continue;
-                    const uint64_t key = key_of(slot);
-                    if (key > above && key != GPU_NO_CANDIDATE) keep_best_two(key, f, sec);
-                }
-            } else {
-                for (uint32_t slot = s_lo + lane; slot < s_hi; slot += 32) {
-                    const uint64_t key = key_of(slot);
-                    if (key > above && key != GPU_NO_CANDIDATE) keep_best_two(key, f, sec);
-                }
-            }
-        };
-        uint64_t first, second;
-        best_two(0, first, second);
-        warp_select(m, mine, first, second, best_two);
-        __syncwarp();
-        uint32_t length = m;
-        for (uint32_t j = lane; j < m; j += 32)
-            if (mine[j] == GPU_NO_CANDIDATE && j < length) length = j;
-        length = warp_min_u32(length);
         uint64_t *out = a.reports + ((size_t)q * a.num_ranges + r) * a.report_stride;
-        const uint32_t w_lo = (r * GPU_RANGE_DOCS) >> 5, w_hi = min(w_lo + kBoundSpan / 32u, a.pass_words);
-        for (uint32_t j = lane; j < m; j += 32) {
-            if (j >= length) {
-                out[j] = GPU_NO_CANDIDATE;
-                continue;
-            }
-            const uint64_t key = mine[j];
-            const uint32_t target = (uint32_t)key - s_lo + rank_start; // the document's rank among those kept
-            uint32_t lo_w = w_lo, hi_w = w_hi; // the last word whose rank is at most target
-            while (hi_w - lo_w > 1) {
-                const uint32_t mid = (lo_w + hi_w) >> 1;
-                if (__ldg(&rank[mid]) <= target) lo_w = mid;
-                else hi_w = mid;
-            }
-            const uint32_t bit = __fns(__ldg(&bitmap[lo_w]), 0, (int)(target - __ldg(&rank[lo_w])) + 1);
-            out[j] = (key & 0xFFFFFFFF00000000ull) | (lo_w * 32u + bit);
-        }
-        reported = lane == 0 ? length : 0u;
+        reported = report_ranked_unit(a, crossings, crossed, overflow, s_lo, s_hi, m, mine, out, rank_start, r,
+                                      kBoundSpan, rank, bitmap, key_of);
     }
-    __syncthreads(); // every warp's reads of the counters are done
-    uint4 *words = reinterpret_cast<uint4 *>(acc);
-#pragma unroll
-    for (uint32_t j = 0; j < kDenseWordsPerThread; j++) words[threadIdx.x + kThreads * j] = make_uint4(0u, 0u, 0u, 0u);
-    __syncthreads();
+    zero_after_reports(acc);
     return reported;
 }
 
@@ -1219,12 +1251,7 @@ __device__ void report_bounds_ranked(const range_args &a, const gpu_query &query
     zero_accumulator<kNarrowAcc>(acc, touched);
     if (tid == 0) s.bound_scale = bound_scale_of(query, a.terms);
     const uint32_t span_warp = kWarps - 1 - warp;
-    for (uint32_t t = span_warp; t < nt; t += kWarps) {
-        const gpu_term g = a.terms[query.term_begin + t];
-        const range_term term{g.first_block, g.num_blocks, g.df, g.weight};
-        if (lane == 0) s.terms[t] = term;
-        if (st.lo < st.hi) term_span<kSpan>(a, term, t, t == span_warp, false, st.lo, st.hi, false, s, pf, 0);
-    }
+    first_spans<kSpan>(a, query, span_warp, st.lo, st.hi, s, pf);
     __syncthreads();
     const float bound_scale = s.bound_scale;
     // an answer's count is at least its score times the scale, so at least the floor's product rounded down
@@ -1237,35 +1264,18 @@ __device__ void report_bounds_ranked(const range_args &a, const gpu_query &query
         const crossing_log crossings{at_least, a.crossing_log, crossed_counts + buffer,
                                      reinterpret_cast<uint16_t *>(touched)};
         const uint32_t base = __shfl_sync(0xFFFFFFFFu, st.rank_start, 0);
-        // the step's items (its terms' blocks in term order): with at most 32 terms lane t holds term t's first item
         const bool lanes_hold_terms = nt <= 32;
-        uint32_t items = 0, lane_before = 0;
-        if (st.lo < st.hi) {
-            const uint32_t lane_count = lanes_hold_terms && lane < nt ? count[lane] : 0u;
-            lane_before = warp_inclusive_sum(lane_count) - lane_count;
-            if (lanes_hold_terms) items = __shfl_sync(0xFFFFFFFFu, lane_before + lane_count, 31);
-            else
-                for (uint32_t t = 0; t < nt; t++) items += count[t];
-        }
+        uint32_t lane_before = 0;
+        const uint32_t items = st.lo < st.hi ? step_items(count, nt, lanes_hold_terms, lane_before) : 0u;
         for (uint32_t item = warp; item < items; item += kWarps) {
-            uint32_t t, rem;
-            if (lanes_hold_terms) {
-                t = (uint32_t)__popc(__ballot_sync(0xFFFFFFFFu, lane < nt && lane_before <= item)) - 1u;
-                rem = item - __shfl_sync(0xFFFFFFFFu, lane_before, t);
-            } else {
-                t = 0;
-                rem = item;
-                while (rem >= count[t]) rem -= count[t++];
-            }
+            uint32_t rem;
+            const uint32_t t = step_item_term(item, count, nt, lanes_hold_terms, lane_before, rem);
             scored += add_block_bounds_ranked(a, s.terms[t], first[t] + rem, st.lo, st.hi, base, st.kept, bound_scale,
                                               acc, crossings, pairs);
         }
         const uint32_t v_next = v + st.nr * kBoundRanges;
         const ranked_step next = plan(v_next);
-        if (next.lo < next.hi)
-            for (uint32_t t = span_warp; t < nt; t += kWarps)
-                term_span<kSpan>(a, s.terms[t], t, t == span_warp, false, next.lo, next.hi, st.lo < st.hi, s, pf,
-                                 buffer ^ 1u);
+        if (next.lo < next.hi) next_spans<kSpan>(a, nt, span_warp, next.lo, next.hi, st.lo < st.hi, s, pf, buffer ^ 1u);
         __syncthreads();
         if (tid == 0) crossed_counts[buffer ^ 1u] = 0;
         // warp i's group: its slots and first rank from lane i, which planned the same step
@@ -1294,15 +1304,7 @@ __device__ void report_bounds_ranked(const range_args &a, const gpu_query &query
         v = v_next;
         st = next;
     }
-    for (int d = 16; d > 0; d >>= 1) scored += __shfl_xor_sync(0xFFFFFFFFu, scored, d);
-    for (int d = 16; d > 0; d >>= 1) reported += __shfl_xor_sync(0xFFFFFFFFu, reported, d);
-    if (lane == 0 && scored) atomicAdd((unsigned long long *)&a.results[q].postings_scored, (unsigned long long)scored);
-    if (lane == 0 && reported) atomicAdd(&a.results[q].reports, reported);
-    if (tid == 0) {
-        if (groups_scored) atomicAdd(&a.results[q].ranges_scored, groups_scored);
-        if (pruned) atomicAdd(&a.results[q].ranges_pruned, pruned);
-        if (steps) atomicAdd(&a.results[q].ranked_steps, steps);
-    }
+    add_ranked_results(a, q, scored, reported, groups_scored, pruned, 0u, steps);
 }
 
 } // namespace
