@@ -1164,9 +1164,10 @@ __device__ __forceinline__ uint32_t add_block_bounds_ranked(const range_args &a,
     bool valid[4];
     const float4 *lane_at = decode_block_docs(a, rt, b, lo, hi, docs, valid);
     const uint32_t last_word = a.pass_words - 1u;
+    // a document's word and its rank in one load: as two, the rank's waiting on the word's test, the step's postings
+    // cost what its fewer steps saved
 #pragma unroll
-    for (int j = 0; j < 4; j++) { // a document's word and its rank in one load: as two, the rank's waiting on the
-                                      // word's test, the step's postings cost what its fewer steps saved
+    for (int j = 0; j < 4; j++) {
         const uint2 pair = __ldg(&pairs[min(docs[j] >> 5, last_word)]);
         words[j] = pair.x;
         ranks[j] = pair.y;
@@ -1316,7 +1317,7 @@ __device__ void report_bounds_ranked(const range_args &a, const gpu_query &query
 // launch bounds), which also sizes the narrow kernels' report lists. kBounds: the bound pass (kernels.h). kPrior:
 // the queries with a static prior (prior_report_kernel): each range's bounds and floor take the prior's part in
 // it, and its slots are keyed by their scores with the prior. kRanked: the narrow bitmap queries with a report floor
-// in ranked steps (report_ranked).
+// in ranked steps (report_ranked), and with kBounds the bound pass's bitmap queries (report_bounds_ranked).
 template <int kMinBlocks, int C, bool kBounds = false, int kFilter = kFilterNever, bool kPrior = false,
           bool kRanked = false>
 __device__ __forceinline__ void report_pass(range_args a) {
