@@ -438,12 +438,13 @@ static void test_filtered_bags_take_ranked_steps(void **state) {
                 bool seeded;
                 bool whole_blocks; /* a report block takes every range of the partition */
                 const char *only_filter;
-            } cases[] = {{64, true, false, NULL},
-                         {MAX_K, false, false, NULL},
-                         {32, true, false, NULL},
-                         {32, true, true, NULL},
-                         {32, true, true, "section=games"},
-                         {32, true, true, "serial>=60000"}};
+                bool follows_ids; /* the filter keeps nothing of some ranges, by the zone maps */
+            } cases[] = {{64, true, false, NULL, false},
+                         {MAX_K, false, false, NULL, false},
+                         {32, true, false, NULL, false},
+                         {32, true, true, NULL, false},
+                         {32, true, true, "section=games", false},
+                         {32, true, true, "serial>=60000", true}};
             for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
                 const tree_run run = {.emulate = false, .filters_only = true, .seeded = cases[c].seeded,
                                       .only_filter = cases[c].only_filter, .mode = ISN_MODE_OR, .k = cases[c].k,
@@ -461,7 +462,7 @@ static void test_filtered_bags_take_ranked_steps(void **state) {
                        (unsigned long long)st.ranges_scored, (unsigned long long)st.ranges_scanned,
                        (unsigned long long)st.filter_bitmap_queries);
                 assert_true(st.filter_bitmap_queries > 0);
-                const bool follows_ids = cases[c].only_filter && strncmp(cases[c].only_filter, "serial", 6) == 0;
+                const bool follows_ids = cases[c].follows_ids;
                 if (!ranked || (cases[c].k == 32 && (!cases[c].whole_blocks || follows_ids)))
                     assert_int_equal(st.ranked_steps, 0);
                 else if (cases[c].seeded) assert_true(st.ranked_steps > 0);
