@@ -736,10 +736,11 @@ static int cuda_launch(gpu_device *d, uint32_t slot, const gpu_batch *batch, cha
                     // batches a block has a few groups, and a ranked step's dearer postings then cost more than its
                     // fewer steps save)
                     const uint32_t groups = (ranges + kBoundRanges - 1) / kBoundRanges;
-                    const bool ranked = kernel == kBoundRankedKernel &&
-                                        ranges_per_block(d, groups, count, d->resident_bound_ranked) >= kWarps;
+                    const uint32_t ranked_groups =
+                        kernel == kBoundRankedKernel ? ranges_per_block(d, groups, count, d->resident_bound_ranked) : 0u;
+                    const bool ranked = ranked_groups >= kWarps;
                     ka.ranges_per_block =
-                        ranges_per_block(d, groups, count, ranked ? d->resident_bound_ranked : d->resident_bound[variant]) *
+                        (ranked ? ranked_groups : ranges_per_block(d, groups, count, d->resident_bound[variant])) *
                         kBoundRanges;
                     const uint32_t gx = (ranges + ka.ranges_per_block - 1) / ka.ranges_per_block;
                     const dim3 grid = report_grid(d, gx, count, &ka);
