@@ -520,6 +520,10 @@ typedef struct {
     const char *fit_queries;   /* a TSV query log (id<TAB>text) over fit_index whose term df profile the
                                   synthetic log follows (NULL: log-uniform ranks) */
     uint32_t queries;          /* queries written to DIR/queries.tsv (default 10000) */
+    /* With fit_queries: the log's own queries, in its order (at most `queries` of them, each once), every
+     * distinct term of the log its own synthetic term; false: `queries` draws of the log's queries, each
+     * term the synthetic term nearest its df fraction (terms of a similar df then merge into one). */
+    bool transplant_queries;
     uint32_t threads;          /* 0 = one per CPU this process may use (isn_cpus_available) */
     isn_doc_order order;       /* the partition's: ISN_ORDER_INPUT (as drawn) or ISN_ORDER_GLOBAL (score bounds) */
     /* A static score per document (a partition's only), log-normal with median 1: exp(prior_sigma x N(0, 1)),

@@ -44,6 +44,15 @@ static int check_prior(const isn_synth_options *o, char *err, size_t err_len) {
     return 0;
 }
 
+/* The query log's options, which a partition and its text share: 0, or -1 with err. */
+static int check_query_log(const isn_synth_options *o, char *err, size_t err_len) {
+    if (o->fit_queries && !o->fit_index)
+        return isn_error(err, err_len, "synth: --fit-queries needs --fit (the index the query log was run on)");
+    if (o->transplant_queries && !o->fit_queries)
+        return isn_error(err, err_len, "synth: --transplant-queries needs --fit-queries (the log it transplants)");
+    return 0;
+}
+
 static uint64_t mix(uint64_t z) { /* splitmix64 finaliser */
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
@@ -316,6 +325,7 @@ static int term_rates(const isn_synth_options *o, uint32_t vocabulary, const uin
 
 typedef struct {
     float fractions[MAX_QUERY_TERMS];
+    uint32_t terms[MAX_QUERY_TERMS]; /* the fitted index's term ids */
     uint32_t n;
 } query_profile;
 
@@ -331,6 +341,7 @@ static void collect_term(void *ctx, const char *term, size_t len, uint32_t posit
     if (a->q->n >= MAX_QUERY_TERMS || !isn_index_find_term(a->ix, term, len, &id)) return;
     isn_term_stats st;
     isn_index_term_stats(a->ix, id, &st);
+    a->q->terms[a->q->n] = id;
     a->q->fractions[a->q->n++] = (float)((double)st.df / isn_index_get_info(a->ix)->num_docs);
 }
 
@@ -373,6 +384,83 @@ static uint32_t rank_of_rate(const double *rate, uint32_t vocabulary, double fra
     return lo;
 }
 
+typedef struct {
+    uint32_t term; /* the fitted index's */
+    float fraction;
+    uint32_t rank; /* the synthetic term it becomes */
+} transplanted_term;
+
+static int cmp_fraction_desc(const void *a, const void *b) {
+    const transplanted_term *x = a, *y = b;
+    if (x->fraction != y->fraction) return x->fraction < y->fraction ? 1 : -1;
+    return (x->term > y->term) - (x->term < y->term);
+}
+
+static int cmp_fitted_term(const void *a, const void *b) {
+    const transplanted_term *x = a, *y = b;
+    return (x->term > y->term) - (x->term < y->term);
+}
+
+/* The rank not yet taken whose rate is nearest `fraction`; UINT32_MAX when every rank is taken. */
+static uint32_t nearest_free_rank(const double *rate, uint32_t vocabulary, const uint8_t *taken, double fraction) {
+    int64_t below = rank_of_rate(rate, vocabulary, fraction), above = below + 1;
+    while (below >= 0 && taken[below]) below--;
+    while (above < vocabulary && taken[above]) above++;
+    if (below < 0) return above < vocabulary ? (uint32_t)above : UINT32_MAX;
+    if (above >= vocabulary) return (uint32_t)below;
+    return fabs(rate[below] - fraction) <= fabs(rate[above] - fraction) ? (uint32_t)below : (uint32_t)above;
+}
+
+/* A transplanted log keeps which of its queries share a term: each distinct term of the fitted log becomes a
+ * synthetic term of its own (the free rank nearest its df fraction, the most frequent placed first, as they have
+ * the fewest ranks near them). Mapping by df alone would merge every term of a similar df into one, and a cache
+ * trained on one part of the log would then find the other part's terms far more often than the real log's do.
+ * Returns the distinct terms sorted by fitted id, or NULL with err. */
+static transplanted_term *transplant_terms(const double *rate, uint32_t vocabulary, const query_profile *profiles,
+                                           uint32_t num_profiles, uint32_t *count, char *err, size_t err_len) {
+    uint64_t total = 0;
+    for (uint32_t i = 0; i < num_profiles; i++) total += profiles[i].n;
+    transplanted_term *terms = malloc((total ? total : 1) * sizeof *terms);
+    uint8_t *taken = calloc(vocabulary ? vocabulary : 1, 1);
+    if (!terms || !taken) {
+        free(terms);
+        free(taken);
+        isn_error(err, err_len, "synth: out of memory for the transplanted log's terms");
+        return NULL;
+    }
+    uint64_t n = 0;
+    for (uint32_t i = 0; i < num_profiles; i++)
+        for (uint32_t j = 0; j < profiles[i].n; j++)
+            terms[n++] = (transplanted_term){profiles[i].terms[j], profiles[i].fractions[j], 0};
+    qsort(terms, n, sizeof *terms, cmp_fitted_term);
+    uint64_t distinct = 0;
+    for (uint64_t i = 0; i < n; i++)
+        if (distinct == 0 || terms[distinct - 1].term != terms[i].term) terms[distinct++] = terms[i];
+    qsort(terms, distinct, sizeof *terms, cmp_fraction_desc);
+    for (uint64_t i = 0; i < distinct; i++) {
+        uint32_t rank = nearest_free_rank(rate, vocabulary, taken, terms[i].fraction);
+        if (rank == UINT32_MAX) {
+            free(terms);
+            free(taken);
+            isn_error(err, err_len, "synth: the vocabulary's %u terms are fewer than the query log's %llu distinct terms "
+                                    "(--transplant-queries gives each its own)", vocabulary, (unsigned long long)distinct);
+            return NULL;
+        }
+        taken[rank] = 1;
+        terms[i].rank = rank;
+    }
+    free(taken);
+    qsort(terms, distinct, sizeof *terms, cmp_fitted_term);
+    *count = (uint32_t)distinct;
+    return terms;
+}
+
+static uint32_t transplanted_rank(const transplanted_term *terms, uint32_t count, uint32_t fitted_term) {
+    transplanted_term key = {fitted_term, 0, 0};
+    const transplanted_term *found = bsearch(&key, terms, count, sizeof *terms, cmp_fitted_term);
+    return found->rank; /* every term of a profile was placed */
+}
+
 /* A term's name in the synthetic partition. */
 static int partition_term_name(char *out, uint32_t rank) { return sprintf(out, TERM_NAME_FORMAT, rank); }
 
@@ -386,7 +474,25 @@ static int write_queries(const char *path, const isn_synth_options *o, const dou
     }
     rng r = rng_for(o->seed, 0x20000000000ull);
     static const double length_cdf[MAX_QUERY_TERMS] = {0.22, 0.50, 0.72, 0.85, 0.93, 0.97, 0.99, 1.0};
-    for (uint32_t q = 0; q < o->queries; q++) {
+    if (profiles && o->transplant_queries) {
+        uint32_t num_terms = 0;
+        transplanted_term *terms = transplant_terms(rate, vocabulary, profiles, num_profiles, &num_terms, err, err_len);
+        if (!terms) {
+            fclose(f);
+            return -1;
+        }
+        for (uint32_t q = 0; q < num_profiles && q < o->queries; q++) {
+            fprintf(f, "q%u\t", q);
+            for (uint32_t i = 0; i < profiles[q].n; i++) {
+                char term[16];
+                name(term, transplanted_rank(terms, num_terms, profiles[q].terms[i]));
+                fprintf(f, "%s%s", i ? " " : "", term);
+            }
+            fputc('\n', f);
+        }
+        free(terms);
+    }
+    for (uint32_t q = 0; q < o->queries && !(profiles && o->transplant_queries); q++) {
         fprintf(f, "q%u\t", q);
         if (profiles) {
             const query_profile *p = &profiles[rng_next(&r) % num_profiles];
@@ -605,11 +711,7 @@ int isn_synth_build(const char *out_dir, const isn_synth_options *o, isn_build_s
                                "Zipf exponent in (0, 4]");
         return -1;
     }
-    if (o->fit_queries && !o->fit_index) {
-        snprintf(err, err_len, "synth: --fit-queries needs --fit (the index the query log was run on)");
-        return -1;
-    }
-    if (check_prior(o, err, err_len) != 0) return -1;
+    if (check_query_log(o, err, err_len) != 0 || check_prior(o, err, err_len) != 0) return -1;
     if (mkdir(out_dir, 0755) != 0 && errno != EEXIST) {
         snprintf(err, err_len, "cannot create directory %s: %s", out_dir, strerror(errno));
         return -1;
@@ -912,9 +1014,7 @@ int isn_synth_jsonl(const char *out_path, const char *queries_path, const isn_sy
         !(o->doc_len_sigma >= 0 && o->doc_len_sigma <= 3) || !(o->zipf_exponent > 0 && o->zipf_exponent <= 4))
         return isn_error(err, err_len, "synth: postings per doc must be in (0, 10000], mean length >= 1, sigma in [0, 3], "
                                        "Zipf exponent in (0, 4]");
-    if (o->fit_queries && !o->fit_index)
-        return isn_error(err, err_len, "synth: --fit-queries needs --fit (the index the query log was run on)");
-    if (check_prior(o, err, err_len) != 0) return -1;
+    if (check_query_log(o, err, err_len) != 0 || check_prior(o, err, err_len) != 0) return -1;
     uint32_t threads = o->threads ? o->threads : isn_cpus_available();
     int rc = -1;
     uint32_t *fit_dfs = NULL, fit_terms = 0, fit_docs = 0, num_profiles = 0;

@@ -56,6 +56,9 @@ static void usage(FILE *out) {
           "  isn-index synth --docs N --out DIR [options]   synthetic partition + DIR/queries.tsv\n"
           "      --seed S --vocab N --zipf X --postings-per-doc X --mean-len X --len-sigma X\n"
           "      --fit INDEX_DIR [--fit-queries QUERIES.tsv] --queries N --threads N\n"
+          "      --transplant-queries    with --fit-queries: the log's own queries in order (at most N), each\n"
+          "                              distinct term its own synthetic term (default: N draws of its queries,\n"
+          "                              terms of a similar df merged into the one nearest it)\n"
           "      --order input|global    global: documents by decreasing global score, with score bounds\n"
           "      --prior lognormal:SIGMA a static score per document, exp(SIGMA x N(0,1)) from the seed (median 1;\n"
           "                              SIGMA 0..8); in global order GS = P + W x it, W from --prior-weight\n"
@@ -461,7 +464,7 @@ static int cmd_synth(int argc, char **argv) {
         {"postings-per-doc", 1, 0, 'p'}, {"mean-len", 1, 0, 'l'}, {"len-sigma", 1, 0, 'g'}, {"fit", 1, 0, 'f'},
         {"fit-queries", 1, 0, 'q'}, {"queries", 1, 0, 'Q'}, {"threads", 1, 0, 't'}, {"out", 1, 0, 'o'},
         {"jsonl", 0, 0, 'j'}, {"queries-out", 1, 0, 'O'}, {"order", 1, 0, 'r'}, {"help", 0, 0, 'h'},
-        {"prior", 1, 0, 'P'}, {"prior-weight", 1, 0, 'W'}, {0, 0, 0, 0}};
+        {"prior", 1, 0, 'P'}, {"prior-weight", 1, 0, 'W'}, {"transplant-queries", 0, 0, 'T'}, {0, 0, 0, 0}};
     bool jsonl = false;
     const char *queries_out = NULL;
     int c;
@@ -496,12 +499,17 @@ static int cmd_synth(int argc, char **argv) {
             if (parse_number(optarg + 10, "--prior lognormal:SIGMA", 0, 8, &o.prior_sigma)) return 2;
             break;
         case 'W': if (parse_float(optarg, "--prior-weight", 0.0f, 1e30f, &o.prior_weight)) return 2; break;
+        case 'T': o.transplant_queries = true; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
     }
     if (!out || o.docs == 0) {
         fprintf(stderr, "isn-index synth: --docs N and --out %s are required\n", jsonl ? "FILE" : "DIR");
+        return 2;
+    }
+    if (o.transplant_queries && !o.fit_queries) {
+        fprintf(stderr, "isn-index synth: --transplant-queries needs --fit-queries (the log it transplants)\n");
         return 2;
     }
     if (jsonl && o.order != ISN_ORDER_INPUT) {
