@@ -20,6 +20,11 @@
 #     the whole, pruned (list prefixes by the training queries' needs completed per byte), queries (the training
 #     queries' visited blocks whole, cheapest first), visits (blocks by visits per byte) and
 #     capped caches at 4, 8 and 16% (LOCAL_PERCENTS), OR and AND, k 10 and 1,000; the emulated rates mean nothing.
+# LOG=transplant: the synthetic partitions' log is Debian's own queries transplanted (isn-index synth
+# --transplant-queries: each distinct term its own synthetic term), its first half the training log and the rest
+# measured, so that held-out queries name terms the training half never does about as often as the real log's; the
+# partitions then live in folders of their own. Otherwise (LOG=drawn) TRAIN + QUERIES draws of Debian's queries, each
+# term the synthetic term nearest its df fraction: 72% of the held-out queries name only terms of the training log.
 # PRIOR (e.g. lognormal:1) gives the synthetic partitions static scores (isn-index synth --prior) ordered in with
 # weight PRIOR_WEIGHT (default 1), and every search weights them by PRIOR_WEIGHT (bench_gpu --prior-weight: the
 # score BM25 + W x prior); the partitions then live in SYNTH/LOCAL_SYNTH folders of their own. SKIP_DEB=1 leaves
@@ -39,7 +44,13 @@ PRIOR_WEIGHT=${PRIOR_WEIGHT:-1}
 prior_tag=${PRIOR:+-prior-${PRIOR//:/}-w$PRIOR_WEIGHT}
 synth_prior=${PRIOR:+--prior $PRIOR --prior-weight $PRIOR_WEIGHT}
 search_prior=${PRIOR:+--prior-weight $PRIOR_WEIGHT}
-SYNTH=${SYNTH:-/tmp/isn-synth20m-global$prior_tag}
+LOG=${LOG:-drawn}
+case "$LOG" in
+transplant) log_tag=-transplant log_flag=--transplant-queries ;;
+drawn) log_tag="" log_flag="" ;;
+*) echo "LOG must be drawn or transplant, not '$LOG'" >&2; exit 2 ;;
+esac
+SYNTH=${SYNTH:-/tmp/isn-synth20m-global$prior_tag$log_tag}
 SYNTH_DOCS=${SYNTH_DOCS:-20000000}
 DEBG=${DEBG:-/tmp/isn-deb-global}
 TRAIN=${TRAIN:-2048}
@@ -48,13 +59,20 @@ mkdir -p "$O"
 export LD_LIBRARY_PATH=$PWD/.devlibs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 
 # The partition in global order and its two logs: train.tsv (the first TRAIN queries), measured.tsv (the next
-# QUERIES).
+# QUERIES); a transplanted log's first half and the rest.
 ensure_synth() { # dir docs fit...
   local dir=$1 docs=$2
   shift 2
   if [ ! -f "$dir/queries.tsv" ]; then
     "$B/bin/isn-index" synth --docs "$docs" --seed 1 "$@" $synth_prior --queries $((TRAIN + QUERIES)) --order global \
-      --out "$dir" | tee "$O/synth-$(basename "$dir").json" || exit 1
+      $log_flag --out "$dir" | tee "$O/synth-$(basename "$dir").json" || exit 1
+  fi
+  if [ "$LOG" = transplant ]; then
+    local half=$(($(wc -l <"$dir/queries.tsv") / 2))
+    head -n "$half" "$dir/queries.tsv" >"$dir/train.tsv"
+    tail -n +"$((half + 1))" "$dir/queries.tsv" >"$dir/measured.tsv"
+    QUERIES=$(wc -l <"$dir/measured.tsv")
+    return
   fi
   head -n "$TRAIN" "$dir/queries.tsv" >"$dir/train.tsv"
   sed -n "$((TRAIN + 1)),$((TRAIN + QUERIES))p" "$dir/queries.tsv" >"$dir/measured.tsv"
@@ -159,7 +177,7 @@ device)
   summarize $files | tee "$O/cache41-summary.json"
   ;;
 local)
-  LOCAL=${LOCAL_SYNTH:-/tmp/isn-synth2m-global$prior_tag}
+  LOCAL=${LOCAL_SYNTH:-/tmp/isn-synth2m-global$prior_tag$log_tag}
   fit=""
   [ -d "$D/idx-deb" ] && fit="--fit $D/idx-deb --fit-queries $D/debpkg.queries.tsv"
   ensure_synth "$LOCAL" "${LOCAL_DOCS:-2000000}" $fit

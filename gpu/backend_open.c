@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "gpu/backend_internal.h"
+#include "gpu/naming_rates.h"
 #include "gpu/visit_admission.h"
 
 typedef struct {
@@ -32,9 +33,9 @@ static int cmp_value_desc(const void *a, const void *b) {
  * from the training query log (the device's range passes read every block of a query's lists below its
  * coverage, so a list's leading blocks are visited by every query that names it), each list is admitted
  * up to options.prefix_cap of its blocks, and prefixes go in by visits per byte while the budget lasts,
- * then grow to whole lists while it still lasts, then the lists the log never names (all of them without
- * a log) go in by document frequency per byte. Fills term_blocks, device_payload and device_blocks;
- * 0, or -1 with err. */
+ * then grow to whole lists while it still lasts, then the lists the log never names go in by their expected
+ * namings per byte (naming_rates.h; without a log, all lists by document frequency per byte). Fills
+ * term_blocks, device_payload and device_blocks; 0, or -1 with err. */
 static int plan_residency(isn_gpu_backend *b, uint64_t payload_budget, uint32_t threads, char *err, size_t err_len) {
     const isn_index *ix = b->index;
     const isn_index_info *info = isn_index_get_info(ix);
@@ -42,6 +43,8 @@ static int plan_residency(isn_gpu_backend *b, uint64_t payload_budget, uint32_t 
     const isn_block_meta *blocks = isn_index_block_metas(ix, &num_blocks);
     uint32_t nt = info->num_terms;
     term_value *values = NULL;
+    double *rates = NULL; /* expected namings of each list, with a training log */
+    bool *named = NULL;
     uint8_t *widths = malloc(num_blocks ? num_blocks : 1);
     b->term_blocks = calloc(nt ? nt : 1, sizeof *b->term_blocks);
     if (!widths || !b->term_blocks) goto oom;
@@ -80,21 +83,21 @@ static int plan_residency(isn_gpu_backend *b, uint64_t payload_budget, uint32_t 
             if (keep < PREFIX_MIN_BLOCKS && st.num_blocks > PREFIX_MIN_BLOCKS) keep = PREFIX_MIN_BLOCKS;
             values[t].blocks = keep;
         }
-        for (uint32_t i = 0; i < b->options.num_training_queries; i++) {
-            const isn_query *q = &b->options.training_queries[i];
-            for (uint32_t j = 0; j < q->num_terms; j++)
-                if (q->terms[j].term_id < nt) values[q->terms[j].term_id].value += 1.0;
-        }
-        /* lists the log never names (all of them without a log) fill what budget is left, by df per byte */
+        /* lists the log never names fill what budget is left, by their expected namings per byte
+         * (naming_rates.h); without a log, all of them by df per byte */
+        const uint32_t logged = b->options.num_training_queries;
+        if (logged && !(rates = malloc(nt * sizeof *rates))) goto oom;
+        if (logged && !(named = malloc(nt * sizeof *named))) goto oom;
+        if (logged) naming_rates(ix, b->options.training_queries, logged, rates, named);
         for (uint32_t t = 0; t < nt; t++) {
-            values[t].visited = values[t].value > 0.0;
-            if (!values[t].visited) {
-                isn_term_stats st;
-                isn_index_term_stats(ix, t, &st);
-                values[t].value = (double)st.df;
-            }
+            isn_term_stats st;
+            isn_index_term_stats(ix, t, &st);
+            values[t].visited = logged && named[t];
+            values[t].value = logged ? rates[t] : (double)st.df;
             values[t].value /= (double)gpu_layout_list_bytes(ix, widths, t, values[t].blocks) + 1.0;
         }
+        free(named);
+        named = NULL;
         qsort(values, nt, sizeof *values, cmp_value_desc);
         /* Admission in three rounds, each by value while the budget lasts: the logged lists' prefixes (up
          * to prefix_cap; or by visit frequency: visit_admission.h), then those prefixes grown to whole lists
@@ -103,9 +106,11 @@ static int plan_residency(isn_gpu_backend *b, uint64_t payload_budget, uint32_t 
         const int admission = b->options.admission;
         const bool by_visits = admission == ISN_GPU_ADMIT_VISITS || admission == ISN_GPU_ADMIT_QUERIES ||
                                admission == ISN_GPU_ADMIT_PREFIXES;
-        if (by_visits && visit_admission(ix, &b->options, &b->tails, b->crew, widths, payload_budget, b->term_blocks,
-                                         &used, err, err_len) != 0)
+        if (by_visits && visit_admission(ix, &b->options, &b->tails, b->crew, widths, rates, payload_budget,
+                                         b->term_blocks, &used, err, err_len) != 0)
             goto fail;
+        free(rates);
+        rates = NULL;
         for (int round = by_visits ? 1 : 0; round < 3; round++)
             for (uint32_t i = 0; i < nt; i++) {
                 uint32_t t = values[i].term;
@@ -148,6 +153,8 @@ oom:
     snprintf(err, err_len, "GPU backend: out of memory laying out the postings of %u terms for the device", nt);
 fail:
     free(values);
+    free(rates);
+    free(named);
     free(widths);
     return -1;
 }

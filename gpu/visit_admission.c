@@ -183,9 +183,49 @@ static void admit_prefixes(const isn_index *ix, uint32_t nt, const uint32_t *vis
     }
 }
 
+static int cmp_u32(const void *a, const void *b) {
+    const uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* What a block's expected visits are counted from. */
+typedef struct {
+    const isn_block_meta *blocks;
+    const uint32_t *visits; /* per block: the training queries visiting it */
+    const uint8_t *widths;
+    const double *rates;    /* per list: its expected namings (naming_rates.h) */
+    const uint32_t *settled_sorted; /* the training queries' settle documents, ascending */
+    uint32_t num_queries;
+} block_visits;
+
+/* The share of the training queries that a block starting at `doc` would be visited by: those settled after it. */
+static double unsettled_share(const block_visits *bv, uint32_t doc) {
+    uint32_t lo = 0, hi = bv->num_queries; /* the first settled beyond doc */
+    while (lo < hi) {
+        const uint32_t mid = lo + (hi - lo) / 2;
+        if (bv->settled_sorted[mid] > doc) hi = mid;
+        else lo = mid + 1;
+    }
+    return bv->num_queries ? (double)(bv->num_queries - lo) / bv->num_queries : 0.0;
+}
+
+/* Block j of list t as the next candidate: its visits per byte. A list the log names: the training queries that
+ * visit the block; one it does not: its expected namings times the share of queries that a block starting there
+ * would be visited by. false when none is expected. */
+static bool next_block_value(const block_visits *bv, uint32_t t, const isn_term_stats *st, uint32_t j, double *value) {
+    if (j >= st->num_blocks) return false;
+    double visits = bv->visits[st->first_block + j];
+    if (bv->visits[st->first_block] == 0 && bv->rates)
+        visits = bv->rates[t] * unsettled_share(bv, j ? bv->blocks[st->first_block + j - 1].last_doc + 1 : 0);
+    if (!(visits > 0.0)) return false;
+    *value = visits / (double)gpu_layout_block_bytes(gpu_block_count(st->df, st->num_blocks, j),
+                                                     bv->widths[st->first_block + j]);
+    return true;
+}
+
 int visit_admission(const isn_index *ix, const isn_gpu_options *o, const tail_bounds *tails, cpu_crew *crew,
-                    const uint8_t *widths, uint64_t budget, uint32_t *term_blocks, uint64_t *used, char *err,
-                    size_t err_len) {
+                    const uint8_t *widths, const double *rates, uint64_t budget, uint32_t *term_blocks, uint64_t *used,
+                    char *err, size_t err_len) {
     const isn_index_info *info = isn_index_get_info(ix);
     uint64_t num_blocks;
     const isn_block_meta *blocks = isn_index_block_metas(ix, &num_blocks);
@@ -238,16 +278,15 @@ int visit_admission(const isn_index *ix, const isn_gpu_options *o, const tail_bo
     }
     if (by_queries) admit_queries(ix, o, rp.settled_at, blocks, cum, budget, term_blocks, used, pending);
     if (by_prefixes) admit_prefixes(ix, nt, visits, cum, budget, term_blocks, used, heap, target);
-    /* then blocks by visits per byte */
+    /* then blocks by visits per byte, the lists the log never names by their expected visits */
+    qsort(rp.settled_at, nq, sizeof *rp.settled_at, cmp_u32);
+    const block_visits bv = {blocks, visits, widths, rates, rp.settled_at, nq};
     uint32_t heap_n = 0;
     for (uint32_t t = 0; t < nt; t++) {
         isn_term_stats st;
         isn_index_term_stats(ix, t, &st);
-        const uint32_t j = term_blocks[t];
-        if (j < st.num_blocks && visits[st.first_block + j]) {
-            const uint64_t bytes = gpu_layout_block_bytes(gpu_block_count(st.df, st.num_blocks, j), widths[st.first_block + j]);
-            heap_push(heap, &heap_n, (next_block){(double)visits[st.first_block + j] / (double)bytes, t});
-        }
+        double value;
+        if (next_block_value(&bv, t, &st, term_blocks[t], &value)) heap_push(heap, &heap_n, (next_block){value, t});
     }
     /* the most visited bytes first; a list whose next block does not fit stops growing */
     while (heap_n) {
@@ -259,11 +298,8 @@ int visit_admission(const isn_index *ix, const isn_gpu_options *o, const tail_bo
         if (*used + bytes > budget) continue;
         *used += bytes;
         term_blocks[t] = j + 1;
-        if (j + 1 < st.num_blocks && visits[st.first_block + j + 1]) {
-            const uint64_t next = gpu_layout_block_bytes(gpu_block_count(st.df, st.num_blocks, j + 1),
-                                                         widths[st.first_block + j + 1]);
-            heap_push(heap, &heap_n, (next_block){(double)visits[st.first_block + j + 1] / (double)next, t});
-        }
+        double value;
+        if (next_block_value(&bv, t, &st, j + 1, &value)) heap_push(heap, &heap_n, (next_block){value, t});
     }
     rc = 0;
 fail:
