@@ -86,6 +86,8 @@ static int plan_residency(isn_gpu_backend *b, uint64_t payload_budget, uint32_t 
         /* lists the log never names fill what budget is left, by their expected namings per byte
          * (naming_rates.h); without a log, all of them by df per byte */
         const uint32_t logged = b->options.num_training_queries;
+        /* ISN_GPU_UNNAMED_LISTS=0: no estimate, the unnamed lists by df per byte after every logged one (measuring) */
+        const bool estimate = logged && gpu_env_number("ISN_GPU_UNNAMED_LISTS", 1, 0) != 0;
         if (logged && !(rates = malloc(nt * sizeof *rates))) goto oom;
         if (logged && !(named = malloc(nt * sizeof *named))) goto oom;
         if (logged) naming_rates(ix, b->options.training_queries, logged, rates, named);
@@ -93,7 +95,7 @@ static int plan_residency(isn_gpu_backend *b, uint64_t payload_budget, uint32_t 
             isn_term_stats st;
             isn_index_term_stats(ix, t, &st);
             values[t].visited = logged && named[t];
-            values[t].value = logged ? rates[t] : (double)st.df;
+            values[t].value = estimate ? rates[t] : values[t].visited ? rates[t] : (double)st.df;
             values[t].value /= (double)gpu_layout_list_bytes(ix, widths, t, values[t].blocks) + 1.0;
         }
         free(named);
@@ -106,8 +108,8 @@ static int plan_residency(isn_gpu_backend *b, uint64_t payload_budget, uint32_t 
         const int admission = b->options.admission;
         const bool by_visits = admission == ISN_GPU_ADMIT_VISITS || admission == ISN_GPU_ADMIT_QUERIES ||
                                admission == ISN_GPU_ADMIT_PREFIXES;
-        if (by_visits && visit_admission(ix, &b->options, &b->tails, b->crew, widths, rates, payload_budget,
-                                         b->term_blocks, &used, err, err_len) != 0)
+        if (by_visits && visit_admission(ix, &b->options, &b->tails, b->crew, widths, estimate ? rates : NULL,
+                                         payload_budget, b->term_blocks, &used, err, err_len) != 0)
             goto fail;
         free(rates);
         rates = NULL;
