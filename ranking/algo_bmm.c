@@ -453,7 +453,9 @@ void ranking_block_max_maxscore(ranking_run *run) {
         /* Outer window: to the nearest block end of an essential list, but RANKING_OUTER_WINDOW_MIN_DOCS
          * docs at least. */
         uint32_t end_incl = ISN_DOC_END - 1;
-        for (uint32_t i = first_essential; i < n; i++) {
+        /* after a window that nothing in could compete (no essential list), every list's: a window to the end
+         * of the index would take the bounds of all that is left, far looser than a block's */
+        for (uint32_t i = first_essential < n ? first_essential : 0; i < n; i++) {
             uint32_t e = block_end_at(t[i].term.cursor, window_min);
             if (e < end_incl)
                 end_incl = e;
@@ -526,9 +528,11 @@ void ranking_block_max_maxscore(ranking_run *run) {
                     continue;
                 }
             }
-            /* Until k documents are known every candidate is completed: small windows then, so that
-             * a threshold is learnt before the first full window. */
-            uint32_t inner_docs = topk->threshold > -INFINITY ? RANKING_WINDOW_DOCS : RANKING_FIRST_WINDOW_DOCS;
+            /* Until k documents are known small windows: without a seed every candidate is completed then,
+             * so that a threshold is learnt before the first full window; with one, the run may end by the
+             * bound (ranking_bounds_settle) at any window's start, and a completion seeded with the k-th score
+             * of the documents before first_doc often ends at its first. */
+            uint32_t inner_docs = ranking_topk_known(run) ? RANKING_WINDOW_DOCS : RANKING_FIRST_WINDOW_DOCS;
             uint32_t inner_end = inner_min <= window_end - inner_docs ? inner_min + inner_docs : window_end;
             if (ranking_should_stop_after(run, inner_min, pending))
                 return;

@@ -262,12 +262,19 @@ static inline bool ranking_topk_known(const ranking_run *run) {
 
 /* Called by the algorithms at the top of their candidate loop; next_doc is the smallest doc not yet
  * considered. True means stop now (run->stopped is set). */
-/* Whether no document from next_doc on can enter the full top k (score_bounds): the run ends, complete. */
+/* Whether no document from next_doc on can enter the full top k (score_bounds): the run ends, complete. A seed
+ * (isn_topk.floor) bounds the final k-th score from below before the top k is full, so no document from there on
+ * that cannot reach it is an answer either: a search from first_doc seeded with the k-th score of the documents
+ * before it (the GPU's completion of a partly resident query) ends where they can no longer reach that score, not
+ * only once it has found k documents of its own. */
 static inline bool ranking_bounds_settle(ranking_run *run, uint32_t next_doc) {
-    if (!run->settles || next_doc >= run->bound_docs || !ranking_topk_known(run))
+    if (!run->settles || next_doc >= run->bound_docs)
+        return false;
+    const double threshold = ranking_topk_known(run) ? run->topk.threshold : run->topk.floor;
+    if (threshold == -INFINITY)
         return false;
     double bound = run->score_bounds ? run->bound_scale * (double)run->score_bounds[next_doc] : run->bound_scale;
-    if (bound + ranking_prior_from(run, next_doc) > run->topk.threshold)
+    if (bound + ranking_prior_from(run, next_doc) > threshold)
         return false;
     run->bound_ended = true;
     return true;

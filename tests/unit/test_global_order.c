@@ -16,6 +16,7 @@
 #include "base/base.h"
 #include "index/format.h"
 #include "index/index.h"
+#include "ranking/ranking.h"
 #include "tests/support/files.h"
 #include "tests/support/index_builder.h"
 #include "tests/support/random.h"
@@ -320,6 +321,62 @@ static isn_synth_options small_synth(uint32_t docs, uint32_t vocabulary, double 
     return o;
 }
 
+/* The GPU's completion of a partly resident query (gpu/backend.c): a search from first_doc seeded with the k-th
+ * score of the documents below it, on a partition in global order with a prior. Cut just past the whole search's
+ * last answer, with that answer's score as the seed, it finds nothing to add (the merge is the whole search's
+ * answer), most often ends by the bound at once, and scores fewer postings over the log than the whole searches
+ * do: a seed bounds the k-th score before the top k is full, and after a window that nothing in could compete the
+ * next ends at a block's end, not the index's. */
+static void test_completion_from_a_seed(void **state) {
+    (void)state;
+    isn_synth_options o = small_synth(100000, 20000, 30);
+    o.queries = 300;
+    o.prior_sigma = 1.0;
+    char dir[300], log_path[320], err[ISN_ERR_LEN];
+    snprintf(dir, sizeof dir, "%s/completion", tmp_root);
+    if (isn_synth_build(dir, &o, NULL, err, sizeof err) != 0) fail_msg("synth: %s", err);
+    isn_index *ix = isn_index_open(dir, err, sizeof err);
+    if (!ix) fail_msg("open: %s", err);
+    isn_searcher *searcher = isn_searcher_new(ix);
+    snprintf(log_path, sizeof log_path, "%s/queries.tsv", dir);
+    isn_query_log log;
+    if (isn_query_log_read(log_path, true, 0, &log, err, sizeof err) != 0) fail_msg("log: %s", err);
+    uint32_t completions = 0, ended = 0;
+    uint64_t whole_postings = 0, completion_postings = 0;
+    for (size_t i = 0; i < log.count; i++) {
+        isn_query q;
+        const char *text = log.queries[i].text;
+        if (isn_query_parse(searcher, text, strlen(text), &q, err, sizeof err) != 0) fail_msg("parse: %s", err);
+        isn_search_options so;
+        isn_search_options_default(&so);
+        so.k = 10;
+        so.prior_weight = 1.0f;
+        isn_hit whole[10], rest[10];
+        uint32_t n = 0, m = 0;
+        isn_search_stats ws, cs;
+        if (isn_search(searcher, &q, &so, whole, &n, &ws, err, sizeof err) != 0) fail_msg("search: %s", err);
+        if (n < so.k) continue;
+        uint32_t cut = 0;
+        for (uint32_t h = 0; h < n; h++) cut = whole[h].doc >= cut ? whole[h].doc + 1 : cut;
+        so.first_doc = cut;
+        so.initial_threshold = whole[n - 1].score;
+        if (isn_search(searcher, &q, &so, rest, &m, &cs, err, sizeof err) != 0) fail_msg("completion: %s", err);
+        for (uint32_t h = 0; h < m; h++) assert_true(rest[h].score <= whole[n - 1].score && rest[h].doc >= cut);
+        completions++;
+        ended += cs.ended_by_bound;
+        whole_postings += ws.postings_scored;
+        completion_postings += cs.postings_scored;
+    }
+    print_message("%u completions: %u ended by the bound; postings scored %llu, the whole searches %llu\n", completions,
+                  ended, (unsigned long long)completion_postings, (unsigned long long)whole_postings);
+    assert_true(completions >= 100);
+    assert_true(ended * 2 > completions);
+    assert_true(completion_postings < whole_postings);
+    isn_query_log_free(&log);
+    isn_searcher_free(searcher);
+    isn_index_close(ix);
+}
+
 /* isn-index synth --order global: the drawn partition renumbered by GS, the same bytes twice, and bounds
  * that hold; its postings are the input-order partition's, moved. */
 static void test_synth_global_order(void **state) {
@@ -532,6 +589,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_order_is_by_global_score),
         cmocka_unit_test(test_order_with_prior),
+        cmocka_unit_test(test_completion_from_a_seed),
         cmocka_unit_test(test_deterministic),
         cmocka_unit_test(test_bounds_hold_for_random_queries),
         cmocka_unit_test(test_synth_global_order),
