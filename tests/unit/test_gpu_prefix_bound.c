@@ -128,8 +128,10 @@ static uint64_t payload_bytes(isn_index *ix) {
 /* The prior weight open_cache's replay scores with (isn_gpu_options.training_prior_weight). */
 static float replay_prior;
 
-static isn_gpu_backend *open_cache(isn_index *ix, double fraction, int admission, const query_log *train, uint32_t k,
-                                   isn_mode mode) {
+/* A cache of `fraction` of the index's device bytes on the emulated device, trained on `train` (k, mode: the
+ * replay's). */
+static isn_gpu_options cache_options(isn_index *ix, double fraction, int admission, const query_log *train,
+                                     uint32_t k, isn_mode mode) {
     isn_gpu_options o;
     isn_gpu_options_default(&o);
     o.emulate = true;
@@ -143,9 +145,20 @@ static isn_gpu_backend *open_cache(isn_index *ix, double fraction, int admission
     o.training_k = k;
     o.training_mode = mode;
     o.training_prior_weight = replay_prior;
+    return o;
+}
+
+static isn_gpu_backend *open_with(isn_index *ix, const isn_gpu_options *o) {
     char err[ISN_ERR_LEN];
-    isn_gpu_backend *b = isn_gpu_open(ix, &o, err, sizeof err);
+    isn_gpu_backend *b = isn_gpu_open(ix, o, err, sizeof err);
     if (!b) fail_msg("isn_gpu_open: %s", err);
+    return b;
+}
+
+static isn_gpu_backend *open_cache(isn_index *ix, double fraction, int admission, const query_log *train, uint32_t k,
+                                   isn_mode mode) {
+    const isn_gpu_options o = cache_options(ix, fraction, admission, train, k, mode);
+    isn_gpu_backend *b = open_with(ix, &o);
     isn_gpu_health h;
     isn_gpu_health_get(b, &h);
     assert_true(h.terms_prefix > 0); /* the budget cuts lists */
@@ -155,21 +168,9 @@ static isn_gpu_backend *open_cache(isn_index *ix, double fraction, int admission
 
 /* A whole-list cache (the capped admission, prefix_cap 1) trained on `train`; it need not cut any list. */
 static isn_gpu_backend *open_whole(isn_index *ix, double fraction, const query_log *train) {
-    isn_gpu_options o;
-    isn_gpu_options_default(&o);
-    o.emulate = true;
-    o.max_batch = QUERIES;
-    o.max_k = 1000;
-    o.cpu_threads = 1;
-    o.memory_budget = (uint64_t)((double)payload_bytes(ix) * fraction);
-    o.training_queries = train->queries;
-    o.num_training_queries = train->n;
-    o.admission = ISN_GPU_ADMIT_CAPPED;
+    isn_gpu_options o = cache_options(ix, fraction, ISN_GPU_ADMIT_CAPPED, train, 10, ISN_MODE_OR);
     o.prefix_cap = 1.0;
-    char err[ISN_ERR_LEN];
-    isn_gpu_backend *b = isn_gpu_open(ix, &o, err, sizeof err);
-    if (!b) fail_msg("isn_gpu_open: %s", err);
-    return b;
+    return open_with(ix, &o);
 }
 
 typedef struct {

@@ -72,15 +72,21 @@ static int read_log(const char *path, char lines[][4][16]) {
     return n;
 }
 
-static void synth_with_log(const char *out, bool transplant, uint32_t queries) {
+/* Fitted to the small index and its log (log: NULL for none). */
+static isn_synth_options fitted_options(uint32_t docs, const char *log, bool transplant, uint32_t queries) {
     isn_synth_options o;
     isn_synth_options_default(&o);
-    o.docs = 20000;
+    o.docs = docs;
     o.threads = 1;
     o.fit_index = fitted;
-    o.fit_queries = log_path;
+    o.fit_queries = log;
     o.transplant_queries = transplant;
     o.queries = queries;
+    return o;
+}
+
+static void synth_with_log(const char *out, bool transplant, uint32_t queries) {
+    const isn_synth_options o = fitted_options(20000, log_path, transplant, queries);
     char err[ISN_ERR_LEN];
     if (isn_synth_build(out, &o, NULL, err, sizeof err) != 0) fail_msg("synth: %s", err);
 }
@@ -145,12 +151,7 @@ static void test_transplant_needs_a_log(void **state) {
     (void)state;
     char dir[320], err[ISN_ERR_LEN];
     snprintf(dir, sizeof dir, "%s/no-log", tmp_root);
-    isn_synth_options o;
-    isn_synth_options_default(&o);
-    o.docs = 1000;
-    o.threads = 1;
-    o.fit_index = fitted;
-    o.transplant_queries = true;
+    const isn_synth_options o = fitted_options(1000, NULL, true, 10);
     assert_int_equal(isn_synth_build(dir, &o, NULL, err, sizeof err), -1);
     assert_non_null(strstr(err, "--transplant-queries needs --fit-queries"));
 }
