@@ -33,9 +33,9 @@ static int cmp_value_desc(const void *a, const void *b) {
  * from the training query log (the device's range passes read every block of a query's lists below its
  * coverage, so a list's leading blocks are visited by every query that names it), each list is admitted
  * up to options.prefix_cap of its blocks, and prefixes go in by visits per byte while the budget lasts,
- * then grow to whole lists while it still lasts, then the lists the log never names go in by their expected
- * namings per byte (naming_rates.h; without a log, all lists by document frequency per byte). Fills
- * term_blocks, device_payload and device_blocks; 0, or -1 with err. */
+ * then grow to whole lists while it still lasts, then the lists the log never names (all of them without
+ * a log) go in by document frequency per byte, or by their expected namings per byte (ISN_GPU_UNNAMED_LISTS=1,
+ * naming_rates.h). Fills term_blocks, device_payload and device_blocks; 0, or -1 with err. */
 static int plan_residency(isn_gpu_backend *b, uint64_t payload_budget, uint32_t threads, char *err, size_t err_len) {
     const isn_index *ix = b->index;
     const isn_index_info *info = isn_index_get_info(ix);
@@ -83,11 +83,12 @@ static int plan_residency(isn_gpu_backend *b, uint64_t payload_budget, uint32_t 
             if (keep < PREFIX_MIN_BLOCKS && st.num_blocks > PREFIX_MIN_BLOCKS) keep = PREFIX_MIN_BLOCKS;
             values[t].blocks = keep;
         }
-        /* lists the log never names fill what budget is left, by their expected namings per byte
-         * (naming_rates.h); without a log, all of them by df per byte */
+        /* lists the log never names fill what budget is left, by df per byte (all of them without a log);
+         * ISN_GPU_UNNAMED_LISTS=1: by their expected namings per byte (naming_rates.h), and the replayed
+         * admissions weigh their leading blocks against the logged ones. Off by default: on the 20M partition
+         * with Debian's log transplanted it sent fewer queries to the CPU and answered fewer a second. */
         const uint32_t logged = b->options.num_training_queries;
-        /* ISN_GPU_UNNAMED_LISTS=0: no estimate, the unnamed lists by df per byte after every logged one (measuring) */
-        const bool estimate = logged && gpu_env_number("ISN_GPU_UNNAMED_LISTS", 1, 0) != 0;
+        const bool estimate = logged && gpu_env_number("ISN_GPU_UNNAMED_LISTS", 0, 0) != 0;
         if (logged && !(rates = malloc(nt * sizeof *rates))) goto oom;
         if (logged && !(named = malloc(nt * sizeof *named))) goto oom;
         if (logged) naming_rates(ix, b->options.training_queries, logged, rates, named);

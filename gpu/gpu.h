@@ -96,11 +96,12 @@ typedef struct {
      * visits per block byte the deep blocks of popular lists go in before the first blocks of others: at 8% of
      * a 2M-document partition 64% of held-out queries then had a list with no block resident, against 35% with
      * whole lists (PREFIXES: 32%, QUERIES, fitted to its log: 67%; CAPPED: 3.5%, and 90% completed on the CPU).
-     * The three replayed admissions also weigh the leading blocks of the lists the log never names, by their
-     * expected namings (a Good-Turing estimate per df band: naming_rates.h) times the share of the training
-     * queries a block would be visited by, against the logged lists' blocks: most held-out queries of a real log
-     * name a term its training part never does. All then grow the logged lists to whole lists and admit the lists
-     * the log never names (by expected namings per byte), while the budget lasts. */
+     * With ISN_GPU_UNNAMED_LISTS=1 the three replayed admissions also weigh the leading blocks of the lists the
+     * log never names, by their expected namings (a Good-Turing estimate per df band: naming_rates.h) times the
+     * share of the training queries a block would be visited by, against the logged lists' blocks: most held-out
+     * queries of a real log name a term its training part never does. Off by default: with Debian's log
+     * transplanted onto the 20M partition it answered more queries on the device and fewer a second. All then grow
+     * the logged lists to whole lists and admit the lists the log never names, while the budget lasts. */
     int admission;
     uint32_t training_k; /* default 10 (at most max_k) */
     isn_mode training_mode; /* default ISN_MODE_OR */

@@ -398,8 +398,8 @@ static void test_visit_admission(void **state) {
 }
 
 /* Held-out queries naming only words the training log never names (its words even, theirs odd, of the same
- * document frequencies), served with the prior: the pruned cache admits leading blocks of the lists the log never
- * names by their bands' expected namings (naming_rates.h) and answers more of them on the device than the
+ * document frequencies), served with the prior: with ISN_GPU_UNNAMED_LISTS=1 the pruned cache admits leading
+ * blocks of the lists the log never names by their bands' expected namings (naming_rates.h) and answers more of them on the device than the
  * whole-list cache at the same budget, which spends it on the logged lists; every answer the CPU's. */
 static void test_unnamed_lists_take_prefixes(void **state) {
     (void)state;
@@ -407,6 +407,7 @@ static void test_unnamed_lists_take_prefixes(void **state) {
     make_log_of(prior_ix, 4, 0, &train);
     make_log_of(prior_ix, 5, 1, &held_out);
     replay_prior = 1.0f;
+    setenv("ISN_GPU_UNNAMED_LISTS", "1", 1);
     static const double fractions[] = {0.1, 0.2};
     for (size_t f = 0; f < sizeof fractions / sizeof *fractions; f++) {
         isn_gpu_backend *b = open_cache(prior_ix, fractions[f], ISN_GPU_ADMIT_PREFIXES, &train, 10, ISN_MODE_OR);
@@ -420,6 +421,7 @@ static void test_unnamed_lists_take_prefixes(void **state) {
         assert_int_equal(pruned.mismatches + whole.mismatches, 0);
         assert_true(pruned.cpu < whole.cpu);
     }
+    unsetenv("ISN_GPU_UNNAMED_LISTS");
     replay_prior = 0.0f;
 }
 
