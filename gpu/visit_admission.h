@@ -19,10 +19,10 @@
 /* Grows term_blocks (each list's resident leading blocks) by visits per byte (the next block of a list
  * is a candidate only once the blocks before it are in, so every list stays a prefix) while the budget
  * lasts, counting each block's bytes as the device layout's (widths, gpu_layout_measure). With rates (not
- * NULL), a list the log never names is expected to be visited by rates[t] (naming_rates.h) times the share of the
- * training queries still unsettled at a block's first document: its leading blocks compete with the logged
- * lists' by those visits. Blocks no query visits are left to the caller. *used: bytes admitted so far, updated. 0, or -1 with
- * err. */
+ * NULL), a list the log never names is expected to be visited by rates[t] (naming_rates.h) times the share of
+ * the training queries still unsettled at a block's first document: its leading blocks compete with the logged
+ * lists' by those visits. Blocks no query visits are left to the caller. *used: bytes admitted so far, updated.
+ * 0, or -1 with err. */
 int visit_admission(const isn_index *index, const isn_gpu_options *options, const tail_bounds *tails,
                     cpu_crew *crew, const uint8_t *widths, const double *rates, uint64_t budget, uint32_t *term_blocks,
                     uint64_t *used, char *err, size_t err_len);
