@@ -14,6 +14,10 @@
 #        debpkg's queries (first half trains, second half measured), OR, k 10: cached fraction 5, 10, 20, 35
 #        and 50% against the rate, both caches, MIN_BATCHES batches a cell too (the measured half is 592
 #        queries: three batches of 256 would time AUTO's start-up).
+#   bash bench/gpu_cache_device.sh ab       on the GPU machine: the whole-list and the pruned cache alternating, ROUNDS
+#     (3) rounds, each a process of its own, at PERCENTS (8 16), top 10 OR and AND (AB_KS), on the 20M partition,
+#     and each cell's median rate and the pruned/whole ratio of the medians (gpu_cache_ab lines); EMULATE=1 runs it
+#     on the emulated device (the work per query only: its rates mean nothing).
 #   bash bench/gpu_cache_device.sh local    here, without a GPU: a LOCAL_DOCS (2,000,000) document partition in
 #     global order on the emulated device, the work per query (CPU completions and fallbacks, queries answered
 #     on the device alone, settled by the bound, postings decoded and scored on the device and by the CPU) of
@@ -176,6 +180,38 @@ device)
   done
   summarize $files | tee "$O/cache41-summary.json"
   ;;
+ab)
+  ensure_synth "$SYNTH" "$SYNTH_DOCS" --fit "$D/idx-deb" --fit-queries "$D/debpkg.queries.tsv"
+  emulate=""
+  [ "${EMULATE:-0}" = 1 ] && emulate=--emulate
+  files=""
+  for r in $(seq "${ROUNDS:-3}"); do
+    for pct in ${PERCENTS:-8 16}; do
+      for cache in whole pruned; do
+        run ab-$cache-$pct-r$r ${LIMIT:-90} $emulate --index "$SYNTH" --queries "$SYNTH/measured.tsv" \
+          --train-queries "$SYNTH/train.tsv" --batches 256 --max-queries "$QUERIES" --min-batches ${MIN_BATCHES:-16} \
+          --budget-fraction 0.$(printf %02d "$pct") --cache $cache --ks ${AB_KS:-10} --modes or,and --train-k 10 \
+          --train-mode or --no-cpu-rate
+        files="$files $O/ab-$cache-$pct-r$r.json"
+      done
+    done
+  done
+  python3 - $files <<'PY' | tee "$O/cache41-ab.json"
+import json, statistics, sys
+rates = {}
+for f in sys.argv[1:]:
+    for line in open(f):
+        try: r = json.loads(line)
+        except ValueError: continue
+        if r.get("bench") != "gpu": continue
+        cache, pct = r["label"].split("-")[1:3]
+        rates.setdefault((pct, r["mode"], r["k"]), {}).setdefault(cache, []).append(r["qps"])
+for (pct, mode, k), by in sorted(rates.items()):
+    whole, pruned = statistics.median(by.get("whole", [0])), statistics.median(by.get("pruned", [0]))
+    print(json.dumps({"bench": "gpu_cache_ab", "percent": int(pct), "mode": mode, "k": k, "whole_qps": by.get("whole"),
+                      "pruned_qps": by.get("pruned"), "pruned_over_whole": round(pruned / whole, 3) if whole else None}))
+PY
+  ;;
 local)
   LOCAL=${LOCAL_SYNTH:-/tmp/isn-synth2m-global$prior_tag$log_tag}
   fit=""
@@ -196,7 +232,7 @@ local)
   summarize $files | tee "$O/cache41-local-summary.json"
   ;;
 *)
-  echo "usage: bash bench/gpu_cache_device.sh device|local" >&2
+  echo "usage: bash bench/gpu_cache_device.sh device|ab|local" >&2
   exit 2
   ;;
 esac
