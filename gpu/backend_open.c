@@ -96,7 +96,7 @@ static int plan_residency(isn_gpu_backend *b, uint64_t payload_budget, uint32_t 
             isn_term_stats st;
             isn_index_term_stats(ix, t, &st);
             values[t].visited = logged && named[t];
-            values[t].value = estimate ? rates[t] : values[t].visited ? rates[t] : (double)st.df;
+            values[t].value = estimate || values[t].visited ? rates[t] : (double)st.df;
             values[t].value /= (double)gpu_layout_list_bytes(ix, widths, t, values[t].blocks) + 1.0;
         }
         free(named);

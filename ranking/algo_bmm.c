@@ -26,7 +26,8 @@
  * tighter bounds of shorter windows (bench on the Debian logs: 512, 1024 and 2048 were slower). */
 #define RANKING_OUTER_WINDOW_MIN_DOCS 16384u
 
-/* Inner window size while the top-k is not full yet (no threshold: every candidate is completed). */
+/* Inner window size while the top-k is not full yet (without a seed every candidate is completed; with one the
+ * bound's early end is checked at each window's start). */
 #define RANKING_FIRST_WINDOW_DOCS 1024u
 
 /* choose_nonessential takes quadratic time in the query's terms: longer queries keep MaxScore's choice. */
