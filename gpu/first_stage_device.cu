@@ -135,7 +135,7 @@ struct gpu_device {
     // twins run fewer a multiprocessor than the plain ones, and a grid sized for the plain kernel's waves leaves
     // theirs a last wave almost empty
     uint32_t resident_wide[3], resident_compact[3], resident_narrow[3], resident_short[3], resident_bound[3];
-    uint32_t resident_bound_ranked;
+    uint32_t resident_bound_ranked, resident_short_ranked, resident_narrow_ranked;
     uint32_t resident_prior; // prior_report_kernel's (one variant: it tests filters as each query says)
     gpu_bound_pass_switches bound_pass; // which queries the pass may take get it (kernels.h; to compare, device.h)
     bool query_major;          // report grids with the query in x (ISN_GPU_QUERY_MAJOR=0: in y, to compare)
@@ -432,6 +432,8 @@ static int open_device(gpu_device *d, char *err, size_t err_len) {
         CHECK(resident(kBoundReport[v], narrow_shared_bytes(6), d->resident_bound[v]));
     }
     CHECK(resident(bound_report_kernel_ranked, narrow_shared_bytes(6), d->resident_bound_ranked));
+    CHECK(resident(short_report_kernel_ranked, narrow_shared_bytes(6), d->resident_short_ranked));
+    CHECK(resident(narrow_report_kernel_ranked, narrow_shared_bytes(5), d->resident_narrow_ranked));
     CHECK(resident(prior_report_kernel, kSharedBytes, d->resident_prior));
     // the rescore pass runs wide_report_kernel's accumulator at its three blocks a multiprocessor
     {
@@ -752,13 +754,16 @@ static int cuda_launch(gpu_device *d, uint32_t slot, const gpu_batch *batch, cha
                         s->d_preset_theta);
                 } else if (kernel == kShortKernel || kernel == kNarrowKernel) {
                     const bool six = kernel == kShortKernel;
-                    ka.ranges_per_block =
-                        ranges_per_block(d, ranges, count, six ? d->resident_short[variant] : d->resident_narrow[variant]);
+                    const bool ranked = variant == kVariantBitmap && d->ranked_ranges > 1;
+                    // the grid sized by the blocks a multiprocessor holds of the kernel that runs (the ranked ones
+                    // hold fewer than their unranked twins)
+                    const uint32_t resident = ranked ? (six ? d->resident_short_ranked : d->resident_narrow_ranked)
+                                                     : (six ? d->resident_short[variant] : d->resident_narrow[variant]);
+                    ka.ranges_per_block = ranges_per_block(d, ranges, count, resident);
                     const uint32_t gx = (ranges + ka.ranges_per_block - 1) / ka.ranges_per_block;
                     const dim3 grid = report_grid(d, gx, count, &ka);
-                    const report_kernel report = variant == kVariantBitmap && d->ranked_ranges > 1
-                                                     ? (six ? short_report_kernel_ranked : narrow_report_kernel_ranked)
-                                                     : six ? kShortReport[variant] : kNarrowReport[variant];
+                    const report_kernel report = ranked ? (six ? short_report_kernel_ranked : narrow_report_kernel_ranked)
+                                                        : six ? kShortReport[variant] : kNarrowReport[variant];
                     report<<<grid, kThreads, narrow_shared_bytes(six ? 6 : 5), st>>>(ka);
                 } else if (kernel == kPriorKernel) {
                     ka.ranges_per_block = ranges_per_block(d, ranges, count, d->resident_prior);
