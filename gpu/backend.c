@@ -213,6 +213,7 @@ static void learn_pruning(isn_gpu_backend *b, uint32_t n, bool pruned, double ms
 }
 
 static void start_early_answers(isn_gpu_backend *b, stream_slot *s);
+static void complete_early(void *context, uint32_t i, cpu_hand *hand);
 
 static int submit_batch(isn_gpu_backend *b, isn_gpu_request *requests, uint32_t n, char *err, size_t err_len);
 
@@ -251,6 +252,7 @@ static int submit_batch(isn_gpu_backend *b, isn_gpu_request *requests, uint32_t 
     s->num_requests = n;
     s->submitted_at = gpu_backend_now_ms();
     s->pruned = choose_pruning(b, n);
+    s->num_early_completions = 0;
     uint32_t nq = 0, nterms = 0, hits = 0, num_range = 0, nfilters = 0, nvalues = 0;
     uint32_t index_docs = isn_index_get_info(b->index)->num_docs;
     for (uint32_t i = 0; i < n; i++) {
@@ -332,6 +334,11 @@ static int submit_batch(isn_gpu_backend *b, isn_gpu_request *requests, uint32_t 
             /* a conjunctive match lies in every list, so none lies past the end of the list that ends first: when
              * that is below the coverage, the resident blocks hold every match and nothing is left to complete */
             s->coverage[nq] = and_mode && match_end <= limit ? index_docs : limit;
+            s->early_completion_of[nq] = 0;
+            if (and_mode && s->coverage[nq] < index_docs && s->early_completions) {
+                s->early_completions[s->num_early_completions++] = nq;
+                s->early_completion_of[nq] = s->num_early_completions;
+            }
             q->cand_cap = path == GPU_PATH_PROBE && driver_df < b->options.max_candidates ? (driver_df ? driver_df : 1)
                                                                                         : b->options.max_candidates;
             q->cand_offset = (uint32_t)pool_offset;
@@ -477,6 +484,8 @@ static int submit_batch(isn_gpu_backend *b, isn_gpu_request *requests, uint32_t 
     s->bytes_staged = nq * sizeof(gpu_query) + nterms * sizeof(gpu_term) + nfilters * sizeof(gpu_filter) +
                       nvalues * sizeof(uint32_t);
     start_early_answers(b, s);
+    /* the suffix hits sit at each completion's place, k apart: room for max_k each */
+    cpu_crew_start(b->crew, &s->completion_run, s->num_early_completions, complete_early, s);
     if (nq == 0) return ticket;
     if (b->fault_armed) {
         b->fault_armed = false;
@@ -540,6 +549,24 @@ static void complete_on_prefixes(void *context, uint32_t i, cpu_hand *hand) {
     }
     s->task_postings[i] = stats.postings_scored;
     r->num_hits = prefix_merge(r->hits, r->num_hits, hand->suffix_hits, n, r->k, hand->merge_scratch);
+}
+
+/* A conjunctive query's CPU part (stream_slot.early_completions), from its submission on: the best k of its
+ * matches from the coverage on, into its place in suffix_hits. */
+static void complete_early(void *context, uint32_t i, cpu_hand *hand) {
+    stream_slot *s = context;
+    const uint32_t q = s->early_completions[i];
+    const isn_gpu_request *r = &s->requests[s->device_request[q]];
+    isn_search_options so = cpu_options_of(r);
+    so.first_doc = s->coverage[q];
+    isn_search_stats stats;
+    char why[256];
+    s->suffix_count[i] = 0;
+    s->suffix_postings[i] = 0;
+    s->suffix_failed[i] =
+        isn_search(hand->searcher, r->query, &so, s->suffix_hits + (size_t)i * r->k, &s->suffix_count[i], &stats, why,
+                   sizeof why) != 0;
+    if (!s->suffix_failed[i]) s->suffix_postings[i] = stats.postings_scored;
 }
 
 static void answer_fallback(void *context, uint32_t i, cpu_hand *hand) {
@@ -613,6 +640,8 @@ int isn_gpu_complete(isn_gpu_backend *b, int ticket, isn_gpu_batch_stats *stats,
             st.filter_bitmap_queries = timing.filter_bitmap_queries;
         }
     }
+    /* the conjunctive completions started at submission (stream_slot.early_completions) */
+    cpu_crew_finish(b->crew, &s->completion_run);
     uint32_t prefix_tasks = 0;
     for (uint32_t q = 0; q < s->batch.num_queries; q++) {
         isn_gpu_request *r = &s->requests[s->device_request[q]];
@@ -642,7 +671,19 @@ int isn_gpu_complete(isn_gpu_backend *b, int ticket, isn_gpu_batch_stats *stats,
         r->num_hits = res->num_hits;
         st.ranges_bound_skipped += s->ranges_bound_skipped[q];
         bool settled = s->ranges_bound_skipped[q] > 0;
-        if (s->coverage[q] < isn_index_get_info(b->index)->num_docs) {
+        if (s->early_completion_of[q]) { /* completed by the crew since its submission: merged here */
+            const uint32_t i = s->early_completion_of[q] - 1;
+            if (s->suffix_failed[i]) { /* out of memory for the query: the whole query goes to the CPU pass */
+                r->fallback_reason = fallback_text[ISN_GPU_FALLBACK_COMPLETION_ERROR];
+                continue;
+            }
+            r->num_hits = prefix_merge(r->hits, r->num_hits, s->suffix_hits + (size_t)i * r->k, s->suffix_count[i], r->k,
+                                       s->merge_scratch);
+            st.prefix_cpu_postings += s->suffix_postings[i];
+            b->health.queries_prefix++;
+            st.prefix_queries++;
+            st.prefix_started_early++;
+        } else if (s->coverage[q] < isn_index_get_info(b->index)->num_docs) {
             /* resident prefixes answered the documents below the coverage. In global order, when no document
              * from there on can beat the device's k-th score, that is the answer; else the CPU scores the rest. */
             const uint32_t kth_key = r->num_hits == r->k ? gpu_float_key(r->hits[r->k - 1].score) : 0u;

@@ -33,6 +33,18 @@ typedef struct {
     bool *early;
     cpu_run early_run;
     uint64_t *task_postings;     /* what each completion scored */
+    /* Conjunctive queries answered on resident prefixes (batch queries, early_completion_of: 1 + their place
+     * here, 0 for the rest): the crew completes them from the submission on, beside the device, unseeded; a
+     * conjunctive completion scores the matches from its coverage on, which the device's k-th score rarely
+     * prunes (a conjunction's top k on a prefix is seldom full), and waiting for it put the CPU's part after the
+     * device's. Their hits (suffix_hits, max_k a query, at its place) are merged once the device has answered. */
+    uint32_t *early_completions, num_early_completions, *early_completion_of;
+    isn_hit *suffix_hits;
+    uint32_t *suffix_count;
+    uint64_t *suffix_postings;
+    uint8_t *suffix_failed;
+    isn_hit *merge_scratch; /* max_k */
+    cpu_run completion_run;
     gpu_tree_form *trees;        /* request -> its query tree as the device takes it (tree requests only) */
     gpu_query *queries;
     gpu_term *terms;

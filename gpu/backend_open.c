@@ -166,7 +166,8 @@ static void free_slot(stream_slot *s) {
     void *buffers[] = {s->device_request, s->path_of,  s->postings_in_lists, s->cpu_tasks,     s->early_tasks,
                        s->early,          s->task_postings, s->trees,       s->queries,       s->terms,
                        s->filters,        s->filter_values, s->results,     s->hits,          s->coverage,
-                       s->tail_terms,     s->ranges_bound_skipped};
+                       s->tail_terms,     s->ranges_bound_skipped, s->early_completions, s->early_completion_of,
+                       s->suffix_hits,    s->suffix_count, s->suffix_postings, s->suffix_failed, s->merge_scratch};
     for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++)
         free(buffers[i]);
 }
@@ -175,7 +176,10 @@ void isn_gpu_close(isn_gpu_backend *b) {
     if (b == NULL) return;
     /* a batch submitted and never completed may still be answering its refused requests */
     for (uint32_t i = 0; b->crew && i < b->options.streams; i++)
-        if (b->slots[i].busy) cpu_crew_finish(b->crew, &b->slots[i].early_run);
+        if (b->slots[i].busy) {
+            cpu_crew_finish(b->crew, &b->slots[i].early_run);
+            cpu_crew_finish(b->crew, &b->slots[i].completion_run);
+        }
     if (b->device) b->ops->close(b->device);
     for (int i = 0; i < MAX_STREAMS; i++) free_slot(&b->slots[i]);
     cpu_crew_free(b->crew);
@@ -313,6 +317,24 @@ static int set_up_lists(isn_gpu_backend *b, const gpu_device_ops *ops, uint64_t 
         s->coverage = malloc(o.max_batch * sizeof *s->coverage);
         s->tail_terms = malloc(b->max_terms * sizeof *s->tail_terms);
         s->ranges_bound_skipped = malloc(o.max_batch * sizeof *s->ranges_bound_skipped);
+        s->early_completion_of = calloc(o.max_batch, sizeof *s->early_completion_of);
+        if (!s->early_completion_of) {
+            snprintf(err, err_len, "GPU backend: out of memory for batch buffers");
+            return -1;
+        }
+        if (b->health.terms_prefix) { /* lists only partly resident: conjunctive completions */
+            s->early_completions = malloc(o.max_batch * sizeof *s->early_completions);
+            s->suffix_hits = malloc((size_t)o.max_batch * o.max_k * sizeof *s->suffix_hits);
+            s->suffix_count = malloc(o.max_batch * sizeof *s->suffix_count);
+            s->suffix_postings = malloc(o.max_batch * sizeof *s->suffix_postings);
+            s->suffix_failed = malloc(o.max_batch * sizeof *s->suffix_failed);
+            s->merge_scratch = malloc(o.max_k * sizeof *s->merge_scratch);
+            if (!s->early_completions || !s->suffix_hits || !s->suffix_count || !s->suffix_postings ||
+                !s->suffix_failed || !s->merge_scratch) {
+                snprintf(err, err_len, "GPU backend: out of memory for the conjunctive completions' hits");
+                return -1;
+            }
+        }
         if (!s->device_request || !s->path_of || !s->postings_in_lists || !s->cpu_tasks || !s->early_tasks ||
             !s->early || !s->task_postings ||
             !s->queries || !s->terms || !s->results || !s->hits || !s->trees || !s->filters || !s->filter_values ||

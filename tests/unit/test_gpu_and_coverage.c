@@ -1,7 +1,7 @@
 /* Conjunctive queries on a pruned-prefix cache (emulated device): a match lies in every list, so when one of a
  * query's lists is resident whole and ends below where its cut lists' resident prefixes end, the device's answer
  * is the whole answer and no CPU completion follows; a query whose lists are all cut is still completed on the
- * CPU. Every answer is isn_search's. Documents d0..d39999 in input order: "common" in every one, "other" in every
+ * CPU, from its submission on (beside the device's part). Every answer is isn_search's. Documents d0..d39999 in input order: "common" in every one, "other" in every
  * second, "rare" in the first 100, and one filler word each. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -97,6 +97,9 @@ static void test_a_list_that_ends_early_needs_no_completion(void **state) {
         assert_int_equal(rare.prefix_queries, 0);
         assert_int_equal(rare.cpu_queries, 0);
         assert_int_equal(cut.prefix_queries, 1);
+        /* completed from its submission on, beside the device */
+        assert_int_equal(cut.prefix_started_early, 1);
+        assert_int_equal(rare.prefix_started_early, 0);
     }
     isn_gpu_close(b);
 }
