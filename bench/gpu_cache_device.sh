@@ -15,9 +15,11 @@
 #        and 50% against the rate, both caches, MIN_BATCHES batches a cell too (the measured half is 592
 #        queries: three batches of 256 would time AUTO's start-up).
 #   bash bench/gpu_cache_device.sh ab       on the GPU machine: the whole-list and the pruned cache alternating, ROUNDS
-#     (3) rounds, each a process of its own, at PERCENTS (8 16), top 10 OR and AND (AB_KS), on the 20M partition,
-#     and each cell's median rate and the pruned/whole ratio of the medians (gpu_cache_ab lines); EMULATE=1 runs it
-#     on the emulated device (the work per query only: its rates mean nothing).
+#     (3) rounds, each a process of its own, at PERCENTS (8 16), OR and AND, top 10 and 1,000 (AB_KS, each trained at
+#     the k it serves), on the 20M partition, between two runs with the whole partition resident and the CPU's rates
+#     (RESIDENT=0: none); each cell's median rates, the pruned/whole ratio of the medians and the median of the
+#     rounds' ratios (gpu_cache_ab lines); EMULATE=1 runs it on the emulated device (the work per query only: its
+#     rates mean nothing). About 3 minutes of device time with the partition built.
 #   bash bench/gpu_cache_device.sh local    here, without a GPU: a LOCAL_DOCS (2,000,000) document partition in
 #     global order on the emulated device, the work per query (CPU completions and fallbacks, queries answered
 #     on the device alone, settled by the bound, postings decoded and scored on the device and by the CPU) of
@@ -184,32 +186,56 @@ ab)
   ensure_synth "$SYNTH" "$SYNTH_DOCS" --fit "$D/idx-deb" --fit-queries "$D/debpkg.queries.tsv"
   emulate=""
   [ "${EMULATE:-0}" = 1 ] && emulate=--emulate
+  resident_ab() { # label
+    [ "${RESIDENT:-1}" = 1 ] || return 0
+    run $1 ${LIMIT:-120} $emulate --index "$SYNTH" --queries "$SYNTH/measured.tsv" --batches 256 --max-queries "$QUERIES" \
+      --min-batches ${MIN_BATCHES:-16} --ks "$(echo ${AB_KS:-10 1000} | tr ' ' ,)" --modes or,and --cpu-seconds 2
+    files="$files $O/$1.json"
+  }
   files=""
+  resident_ab ab-resident-before
   for r in $(seq "${ROUNDS:-3}"); do
-    for pct in ${PERCENTS:-8 16}; do
-      for cache in whole pruned; do
-        run ab-$cache-$pct-r$r ${LIMIT:-90} $emulate --index "$SYNTH" --queries "$SYNTH/measured.tsv" \
-          --train-queries "$SYNTH/train.tsv" --batches 256 --max-queries "$QUERIES" --min-batches ${MIN_BATCHES:-16} \
-          --budget-fraction 0.$(printf %02d "$pct") --cache $cache --ks ${AB_KS:-10} --modes or,and --train-k 10 \
-          --train-mode or --no-cpu-rate
-        files="$files $O/ab-$cache-$pct-r$r.json"
+    for k in ${AB_KS:-10 1000}; do
+      for pct in ${PERCENTS:-8 16}; do
+        for cache in whole pruned; do
+          run ab-$cache-$pct-k$k-r$r ${LIMIT:-90} $emulate --index "$SYNTH" --queries "$SYNTH/measured.tsv" \
+            --train-queries "$SYNTH/train.tsv" --batches 256 --max-queries "$QUERIES" --min-batches ${MIN_BATCHES:-16} \
+            --budget-fraction 0.$(printf %02d "$pct") --cache $cache --ks $k --modes or,and --train-k $k \
+            --train-mode or --no-cpu-rate
+          files="$files $O/ab-$cache-$pct-k$k-r$r.json"
+        done
       done
     done
   done
+  resident_ab ab-resident-after
   python3 - $files <<'PY' | tee "$O/cache41-ab.json"
 import json, statistics, sys
-rates = {}
+rates, cpu, resident = {}, {}, {}
 for f in sys.argv[1:]:
     for line in open(f):
         try: r = json.loads(line)
         except ValueError: continue
+        if r.get("bench") == "cpu": cpu.setdefault((r["mode"], r["k"]), []).append(r["qps"])
         if r.get("bench") != "gpu": continue
-        cache, pct = r["label"].split("-")[1:3]
-        rates.setdefault((pct, r["mode"], r["k"]), {}).setdefault(cache, []).append(r["qps"])
+        parts = r["label"].split("-")
+        if parts[1] == "resident":
+            resident.setdefault((r["mode"], r["k"]), []).append(r["qps"])
+            continue
+        cache, pct, rnd = parts[1], parts[2], parts[4]
+        rates.setdefault((pct, r["mode"], r["k"]), {}).setdefault(cache, {})[rnd] = r["qps"]
 for (pct, mode, k), by in sorted(rates.items()):
-    whole, pruned = statistics.median(by.get("whole", [0])), statistics.median(by.get("pruned", [0]))
-    print(json.dumps({"bench": "gpu_cache_ab", "percent": int(pct), "mode": mode, "k": k, "whole_qps": by.get("whole"),
-                      "pruned_qps": by.get("pruned"), "pruned_over_whole": round(pruned / whole, 3) if whole else None}))
+    whole, pruned = by.get("whole", {}), by.get("pruned", {})
+    ratios = [pruned[x] / whole[x] for x in sorted(whole) if x in pruned and whole[x]]
+    mw = statistics.median(whole.values()) if whole else 0
+    mp = statistics.median(pruned.values()) if pruned else 0
+    c = cpu.get((mode, k))
+    print(json.dumps({"bench": "gpu_cache_ab", "percent": int(pct), "mode": mode, "k": k,
+                      "whole_qps": [whole[x] for x in sorted(whole)], "pruned_qps": [pruned[x] for x in sorted(pruned)],
+                      "pruned_over_whole": round(mp / mw, 3) if mw else None,
+                      "round_ratios": [round(x, 3) for x in ratios],
+                      "median_round_ratio": round(statistics.median(ratios), 3) if ratios else None,
+                      "cpu_qps": c, "pruned_over_cpu": round(mp / statistics.median(c), 3) if c else None,
+                      "resident_qps": resident.get((mode, k))}))
 PY
   ;;
 local)
