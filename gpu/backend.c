@@ -484,7 +484,6 @@ static int submit_batch(isn_gpu_backend *b, isn_gpu_request *requests, uint32_t 
     s->bytes_staged = nq * sizeof(gpu_query) + nterms * sizeof(gpu_term) + nfilters * sizeof(gpu_filter) +
                       nvalues * sizeof(uint32_t);
     start_early_answers(b, s);
-    /* the suffix hits sit at each completion's place, k apart: room for max_k each */
     cpu_crew_start(b->crew, &s->completion_run, s->num_early_completions, complete_early, s);
     if (nq == 0) return ticket;
     if (b->fault_armed) {
@@ -564,8 +563,8 @@ static void complete_early(void *context, uint32_t i, cpu_hand *hand) {
     s->suffix_count[i] = 0;
     s->suffix_postings[i] = 0;
     s->suffix_failed[i] =
-        isn_search(hand->searcher, r->query, &so, s->suffix_hits + (size_t)i * r->k, &s->suffix_count[i], &stats, why,
-                   sizeof why) != 0;
+        isn_search(hand->searcher, r->query, &so, s->suffix_hits + (size_t)i * s->suffix_stride, &s->suffix_count[i],
+                   &stats, why, sizeof why) != 0;
     if (!s->suffix_failed[i]) s->suffix_postings[i] = stats.postings_scored;
 }
 
@@ -677,8 +676,8 @@ int isn_gpu_complete(isn_gpu_backend *b, int ticket, isn_gpu_batch_stats *stats,
                 r->fallback_reason = fallback_text[ISN_GPU_FALLBACK_COMPLETION_ERROR];
                 continue;
             }
-            r->num_hits = prefix_merge(r->hits, r->num_hits, s->suffix_hits + (size_t)i * r->k, s->suffix_count[i], r->k,
-                                       s->merge_scratch);
+            r->num_hits = prefix_merge(r->hits, r->num_hits, s->suffix_hits + (size_t)i * s->suffix_stride,
+                                       s->suffix_count[i], r->k, s->merge_scratch);
             st.prefix_cpu_postings += s->suffix_postings[i];
             b->health.queries_prefix++;
             st.prefix_queries++;

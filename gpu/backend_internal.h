@@ -37,9 +37,11 @@ typedef struct {
      * here, 0 for the rest): the crew completes them from the submission on, beside the device, unseeded; a
      * conjunctive completion scores the matches from its coverage on, which the device's k-th score rarely
      * prunes (a conjunction's top k on a prefix is seldom full), and waiting for it put the CPU's part after the
-     * device's. Their hits (suffix_hits, max_k a query, at its place) are merged once the device has answered. */
+     * device's. Their hits (suffix_hits, suffix_stride = max_k apart, at their places) are merged once the device
+     * has answered. */
     uint32_t *early_completions, num_early_completions, *early_completion_of;
     isn_hit *suffix_hits;
+    uint32_t suffix_stride;
     uint32_t *suffix_count;
     uint64_t *suffix_postings;
     uint8_t *suffix_failed;

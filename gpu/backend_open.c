@@ -324,6 +324,7 @@ static int set_up_lists(isn_gpu_backend *b, const gpu_device_ops *ops, uint64_t 
         }
         if (b->health.terms_prefix) { /* lists only partly resident: conjunctive completions */
             s->early_completions = malloc(o.max_batch * sizeof *s->early_completions);
+            s->suffix_stride = o.max_k;
             s->suffix_hits = malloc((size_t)o.max_batch * o.max_k * sizeof *s->suffix_hits);
             s->suffix_count = malloc(o.max_batch * sizeof *s->suffix_count);
             s->suffix_postings = malloc(o.max_batch * sizeof *s->suffix_postings);

@@ -104,6 +104,43 @@ static void test_a_list_that_ends_early_needs_no_completion(void **state) {
     isn_gpu_close(b);
 }
 
+/* Conjunctive completions of different k in one batch, each the CPU's answer: their hits do not share room. "other
+ * w8" matches 800 documents (every 50th, all even), many of them past the cut "other"'s prefix, so a top 1,000
+ * holds every match, those the CPU completes included. */
+static void test_completions_of_different_k_in_one_batch(void **state) {
+    (void)state;
+    static isn_query train[3];
+    static isn_query_term train_terms[3][4];
+    parse("rare common", &train[0], train_terms[0]);
+    parse("other common", &train[1], train_terms[1]);
+    parse("other w8", &train[2], train_terms[2]);
+    isn_gpu_backend *b = open_cache(train, 3);
+    static const uint32_t ks[] = {1000, 10, 1000, 300, 10, 1000};
+    enum { N = sizeof ks / sizeof *ks };
+    static isn_hit got[N][1000], want[1000];
+    isn_gpu_request r[N];
+    for (uint32_t i = 0; i < N; i++)
+        r[i] = (isn_gpu_request){.query = &train[2], .mode = ISN_MODE_AND, .k = ks[i], .hits = got[i]};
+    isn_gpu_batch_stats st;
+    char err[ISN_ERR_LEN];
+    assert_int_equal(isn_gpu_search_batch(b, r, N, &st, err, sizeof err), 0);
+    assert_int_equal(st.prefix_started_early, N);
+    for (uint32_t i = 0; i < N; i++) {
+        isn_search_options so;
+        isn_search_options_default(&so);
+        so.mode = ISN_MODE_AND;
+        so.k = ks[i];
+        uint32_t n = 0;
+        assert_int_equal(isn_search(corpus.searcher, &train[2], &so, want, &n, NULL, err, sizeof err), 0);
+        if (ks[i] == 1000) assert_int_equal(n, NUM_DOCS / 50);
+        assert_int_equal(r[i].num_hits, n);
+        for (uint32_t h = 0; h < n; h++)
+            if (got[i][h].doc != want[h].doc || got[i][h].score != want[h].score)
+                fail_msg("request %u (k %u): rank %u differs from the CPU's", i, ks[i], h);
+    }
+    isn_gpu_close(b);
+}
+
 static int setup(void **state) {
     (void)state;
     return support_index_build(&corpus, "gpu-and-coverage", NULL, NUM_DOCS, doc_text, NULL);
@@ -118,6 +155,7 @@ static int teardown(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_a_list_that_ends_early_needs_no_completion),
+        cmocka_unit_test(test_completions_of_different_k_in_one_batch),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
