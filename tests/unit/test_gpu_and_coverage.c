@@ -60,24 +60,32 @@ static isn_gpu_backend *open_cache(const isn_query *train, uint32_t num_train) {
     return b;
 }
 
+/* A request's answer must be isn_search's AND answer at its k; returns how many documents that is. */
+static uint32_t assert_cpu_answer(const isn_gpu_request *r, const char *text) {
+    static isn_hit want[1000];
+    isn_search_options so;
+    isn_search_options_default(&so);
+    so.mode = ISN_MODE_AND;
+    so.k = r->k;
+    uint32_t n = 0;
+    char err[ISN_ERR_LEN];
+    assert_int_equal(isn_search(corpus.searcher, r->query, &so, want, &n, NULL, err, sizeof err), 0);
+    if (r->num_hits != n) fail_msg("'%s' k %u: %u hits, the CPU %u", text, r->k, r->num_hits, n);
+    for (uint32_t i = 0; i < n; i++)
+        if (r->hits[i].doc != want[i].doc || r->hits[i].score != want[i].score)
+            fail_msg("'%s' k %u: rank %u differs from the CPU's", text, r->k, i);
+    assert_int_equal(r->answered_by, ISN_GPU_ANSWERED_DEVICE);
+    return n;
+}
+
 /* One AND query at k on the backend: its answer must be isn_search's; returns the batch's statistics. */
 static isn_gpu_batch_stats run_one(isn_gpu_backend *b, const isn_query *q, uint32_t k, const char *text) {
-    static isn_hit got[1000], want[1000];
+    static isn_hit got[1000];
     isn_gpu_request r = {.query = q, .mode = ISN_MODE_AND, .k = k, .hits = got};
     isn_gpu_batch_stats st;
     char err[ISN_ERR_LEN];
     assert_int_equal(isn_gpu_search_batch(b, &r, 1, &st, err, sizeof err), 0);
-    isn_search_options so;
-    isn_search_options_default(&so);
-    so.mode = ISN_MODE_AND;
-    so.k = k;
-    uint32_t n = 0;
-    assert_int_equal(isn_search(corpus.searcher, q, &so, want, &n, NULL, err, sizeof err), 0);
-    if (r.num_hits != n) fail_msg("'%s' k %u: %u hits, the CPU %u", text, k, r.num_hits, n);
-    for (uint32_t i = 0; i < n; i++)
-        if (got[i].doc != want[i].doc || got[i].score != want[i].score)
-            fail_msg("'%s' k %u: rank %u differs from the CPU's", text, k, i);
-    assert_int_equal(r.answered_by, ISN_GPU_ANSWERED_DEVICE);
+    assert_cpu_answer(&r, text);
     return st;
 }
 
@@ -117,7 +125,7 @@ static void test_completions_of_different_k_in_one_batch(void **state) {
     isn_gpu_backend *b = open_cache(train, 3);
     static const uint32_t ks[] = {1000, 10, 1000, 300, 10, 1000};
     enum { N = sizeof ks / sizeof *ks };
-    static isn_hit got[N][1000], want[1000];
+    static isn_hit got[N][1000];
     isn_gpu_request r[N];
     for (uint32_t i = 0; i < N; i++)
         r[i] = (isn_gpu_request){.query = &train[2], .mode = ISN_MODE_AND, .k = ks[i], .hits = got[i]};
@@ -126,17 +134,8 @@ static void test_completions_of_different_k_in_one_batch(void **state) {
     assert_int_equal(isn_gpu_search_batch(b, r, N, &st, err, sizeof err), 0);
     assert_int_equal(st.prefix_started_early, N);
     for (uint32_t i = 0; i < N; i++) {
-        isn_search_options so;
-        isn_search_options_default(&so);
-        so.mode = ISN_MODE_AND;
-        so.k = ks[i];
-        uint32_t n = 0;
-        assert_int_equal(isn_search(corpus.searcher, &train[2], &so, want, &n, NULL, err, sizeof err), 0);
+        const uint32_t n = assert_cpu_answer(&r[i], "other w8");
         if (ks[i] == 1000) assert_int_equal(n, NUM_DOCS / 50);
-        assert_int_equal(r[i].num_hits, n);
-        for (uint32_t h = 0; h < n; h++)
-            if (got[i][h].doc != want[h].doc || got[i][h].score != want[h].score)
-                fail_msg("request %u (k %u): rank %u differs from the CPU's", i, ks[i], h);
     }
     isn_gpu_close(b);
 }
