@@ -182,14 +182,11 @@ typedef struct {
     uint64_t deadline_ns;
     double early_stop_fraction;
     /* A known lower bound of the final k-th score (e.g. isn_job_features.threshold_probe: a real
-     * document's score under these same statistics), 0 = none. The pruning algorithms (MaxScore,
-     * WAND, BMW, BMM, block-max AND, and AUTO, which picks one of them) start pruning from it: only
-     * documents that cannot reach it are skipped, so a document scoring exactly this still competes and
-     * the hits are unchanged. In AND mode it must bound the conjunctive k-th score: the threshold probe
-     * bounds the disjunctive one, which may be higher (isnd seeds AND searches with none; the GPU
-     * backend seeds a conjunctive completion with the device's k-th score, which is a conjunctive
-     * one). Ignored by the exhaustive algorithms and with doc_norms. Must be finite and >= 0; one
-     * above the true k-th score loses hits. With early termination, hits
+     * document's score under these same statistics), 0 = none. The OR-mode pruning algorithms
+     * (MaxScore, WAND, BMW, and AUTO when it picks one of them) start pruning from it: only documents
+     * that cannot reach it are skipped, so a document scoring exactly this still competes and the
+     * hits are unchanged. Ignored by the exhaustive algorithms, in AND mode and with doc_norms. Must
+     * be finite and >= 0; one above the true k-th score loses hits. With early termination, hits
      * scoring below it may be missing from the best-so-far answer (they are outside the top k). With
      * prior_weight > 0 it must bound the scores with the prior (isn_threshold_probe_prior with the same
      * weight): a BM25-only one is no bound when priors can be negative. */

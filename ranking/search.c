@@ -250,8 +250,7 @@ static int search(isn_searcher *searcher, const isn_query *query, const isn_sear
         run.buffer.next_compaction = options->k;
     }
     /* Only pruning needs (and uses) a threshold; the exhaustive algorithms score everything anyway. */
-    bool prunes = algo == ISN_ALGO_MAXSCORE || algo == ISN_ALGO_WAND || algo == ISN_ALGO_BMW || algo == ISN_ALGO_BMM ||
-                  algo == ISN_ALGO_BMAND;
+    bool prunes = algo == ISN_ALGO_MAXSCORE || algo == ISN_ALGO_WAND || algo == ISN_ALGO_BMW || algo == ISN_ALGO_BMM;
     if (prunes && options->initial_threshold > 0.0f)
         isn_topk_seed(&run.topk, options->initial_threshold);
     switch (algo) {
