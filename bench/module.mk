@@ -182,16 +182,16 @@ loop-cost: $(PROGRAMS) $$(SAMPLE_INDEX)/index.isn
 .PHONY: loop-cost
 
 # make bench-cache-coverage: how much of Debian's log a list cache trained on its first half can answer (issue 41)
-# on a synthetic partition of DOCS documents (default 2,000,000) fitted to the Debian index that make bench builds,
+# on a synthetic partition of COVERAGE_DOCS documents (default 2,000,000) fitted to the Debian index that make bench builds,
 # the log transplanted (isn-index synth --transplant-queries): the held-out queries naming only trained lists, and
 # the postings and device bytes of the lists they name that the training half does not. JSON in
 # $(BUILD)/bench/cache_coverage.json.
-DOCS ?= 2000000
+COVERAGE_DOCS ?= 2000000
 bench-cache-coverage: $(BUILD)/bin/isn-index $(BUILD)/bench/bench_cache_coverage
 	@test -f $(BUILD)/bench/idx-deb/index.isn -a -f $(BUILD)/data/deb/debpkg.queries.tsv || \
 	  { echo "bench-cache-coverage: run make bench first (it builds $(BUILD)/bench/idx-deb and the Debian logs)" >&2; exit 2; }
 	@mkdir -p $(BUILD)/bench
-	$(BUILD)/bin/isn-index synth --docs $(DOCS) --seed 1 --fit $(BUILD)/bench/idx-deb \
+	$(BUILD)/bin/isn-index synth --docs $(COVERAGE_DOCS) --seed 1 --fit $(BUILD)/bench/idx-deb \
 	  --fit-queries $(BUILD)/data/deb/debpkg.queries.tsv --order global --transplant-queries \
 	  --out $(BUILD)/bench/synth-transplant >/dev/null
 	half=$$(($$(wc -l <$(BUILD)/bench/synth-transplant/queries.tsv) / 2)); \

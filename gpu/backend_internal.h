@@ -34,10 +34,9 @@ typedef struct {
     cpu_run early_run;
     uint64_t *task_postings;     /* what each completion scored */
     /* Conjunctive queries answered on resident prefixes (batch queries, early_completion_of: 1 + their place
-     * here, 0 for the rest): the crew completes them from the submission on, beside the device, unseeded; a
-     * conjunctive completion scores the matches from its coverage on, which the device's k-th score rarely
-     * prunes (a conjunction's top k on a prefix is seldom full), and waiting for it put the CPU's part after the
-     * device's. Their hits (suffix_hits, suffix_stride = max_k apart, at their places) are merged once the device
+     * here, 0 for the rest): the crew completes them from the submission on, beside the device. A conjunctive
+     * search takes no seed (isn_search_options.initial_threshold), so waiting for the device's k-th score only put
+     * the CPU's part after the device's. Their hits (suffix_hits, suffix_stride = max_k apart, at their places) are merged once the device
      * has answered. */
     uint32_t *early_completions, num_early_completions, *early_completion_of;
     isn_hit *suffix_hits;

@@ -261,9 +261,9 @@ typedef struct {
     uint64_t ranked_steps;
     uint32_t accumulator_queries[ISN_GPU_ACC_KINDS]; /* device-answered queries by their report pass's layout */
     uint32_t prefix_queries;  /* answered on resident prefixes, completed on the CPU */
-    /* of those, conjunctive ones, which the CPU completes from their submission on, beside the device (their
-     * completion is unseeded: a conjunction's top k on a prefix is seldom full); the others are completed once
-     * the device has answered, seeded with its k-th score */
+    /* of those, conjunctive ones, which the CPU completes from their submission on, beside the device (a
+     * conjunctive search takes no seed); the others are completed once the device has answered, seeded with its
+     * k-th score */
     uint32_t prefix_started_early;
     uint64_t prefix_cpu_postings; /* postings the CPU scored to complete them */
     /* An index in global order (isn_index_score_bounds): no document from some id on can beat a query's

@@ -1,8 +1,8 @@
 /* Conjunctive queries on a pruned-prefix cache (emulated device): a match lies in every list, so when one of a
  * query's lists is resident whole and ends below where its cut lists' resident prefixes end, the device's answer
  * is the whole answer and no CPU completion follows; a query whose lists are all cut is still completed on the
- * CPU, from its submission on (beside the device's part). Every answer is isn_search's. Documents d0..d39999 in input order: "common" in every one, "other" in every
- * second, "rare" in the first 100, and one filler word each. */
+ * CPU, from its submission on (beside the device's part). Every answer is isn_search's. Documents d0..d39999 in
+ * input order: "common" in every one, "other" in every second, "rare" in the first 100, and one filler word each. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -60,6 +60,16 @@ static isn_gpu_backend *open_cache(const isn_query *train, uint32_t num_train) {
     return b;
 }
 
+/* The training log: "rare common", "other common" and the first `extra` of the queries after them. */
+static const char *const TRAINING[] = {"rare common", "other common", "other w8"};
+static isn_query train[3];
+static isn_query_term train_terms[3][4];
+
+static isn_gpu_backend *open_trained(uint32_t extra) {
+    for (uint32_t i = 0; i < 2 + extra; i++) parse(TRAINING[i], &train[i], train_terms[i]);
+    return open_cache(train, 2 + extra);
+}
+
 /* A request's answer must be isn_search's AND answer at its k; returns how many documents that is. */
 static uint32_t assert_cpu_answer(const isn_gpu_request *r, const char *text) {
     static isn_hit want[1000];
@@ -91,11 +101,7 @@ static isn_gpu_batch_stats run_one(isn_gpu_backend *b, const isn_query *q, uint3
 
 static void test_a_list_that_ends_early_needs_no_completion(void **state) {
     (void)state;
-    static isn_query train[2];
-    static isn_query_term train_terms[2][4];
-    parse("rare common", &train[0], train_terms[0]);
-    parse("other common", &train[1], train_terms[1]);
-    isn_gpu_backend *b = open_cache(train, 2);
+    isn_gpu_backend *b = open_trained(0);
     static const uint32_t ks[] = {10, 1000};
     for (size_t i = 0; i < 2; i++) {
         const isn_gpu_batch_stats rare = run_one(b, &train[0], ks[i], "rare common");
@@ -117,12 +123,7 @@ static void test_a_list_that_ends_early_needs_no_completion(void **state) {
  * holds every match, those the CPU completes included. */
 static void test_completions_of_different_k_in_one_batch(void **state) {
     (void)state;
-    static isn_query train[3];
-    static isn_query_term train_terms[3][4];
-    parse("rare common", &train[0], train_terms[0]);
-    parse("other common", &train[1], train_terms[1]);
-    parse("other w8", &train[2], train_terms[2]);
-    isn_gpu_backend *b = open_cache(train, 3);
+    isn_gpu_backend *b = open_trained(1);
     static const uint32_t ks[] = {1000, 10, 1000, 300, 10, 1000};
     enum { N = sizeof ks / sizeof *ks };
     static isn_hit got[N][1000];
