@@ -46,16 +46,19 @@ void tail_bounds_free(tail_bounds *tb) {
     tb->suffix_max = NULL;
 }
 
-double tail_bound(const tail_bounds *tb, const tail_term *terms, uint32_t num_terms, uint32_t doc, float prior_weight) {
+/* The bound at doc (below num_docs), each term's block holding doc on sought only in [block_lo[t], block_hi[t]]
+ * (where the caller knows it lies; NULL: the whole list) and left in block_at[t] (NULL: not kept). */
+static double bound_at(const tail_bounds *tb, const tail_term *terms, uint32_t num_terms, uint32_t doc,
+                       float prior_weight, const uint32_t *block_lo, const uint32_t *block_hi, uint32_t *block_at) {
     const bool prior = prior_weight != 0.0f && tb->prior_bounds;
-    if (!tb->doc_bounds && !prior) return INFINITY;
-    if (doc >= tb->num_docs) return 0.0;
     const double doc_bound = tb->doc_bounds ? tb->doc_bounds[doc] : INFINITY;
     double sum = 0.0;
     for (uint32_t t = 0; t < num_terms; t++) {
         if (!(terms[t].weight > 0.0f)) continue;
         const isn_block_meta *blocks = tb->blocks + terms[t].first_block;
-        const uint32_t k = gpu_lower_block(blocks, terms[t].num_blocks, doc);
+        const uint32_t lo = block_lo ? block_lo[t] : 0, hi = block_hi ? block_hi[t] : terms[t].num_blocks;
+        const uint32_t k = lo + gpu_lower_block(blocks + lo, hi - lo, doc);
+        if (block_at) block_at[t] = k;
         if (k == terms[t].num_blocks) continue; /* no posting from doc on */
         const double part = tb->suffix_max[terms[t].first_block + k];
         sum += (double)terms[t].weight * (part < doc_bound ? part : doc_bound);
@@ -64,15 +67,44 @@ double tail_bound(const tail_bounds *tb, const tail_term *terms, uint32_t num_te
     return (sum * TAIL_BOUND_MARGIN + isn_prior_bound(prior_weight, tb->prior_bounds[doc])) * tb->stretch;
 }
 
+double tail_bound(const tail_bounds *tb, const tail_term *terms, uint32_t num_terms, uint32_t doc, float prior_weight) {
+    if (!tb->doc_bounds && !(prior_weight != 0.0f && tb->prior_bounds)) return INFINITY;
+    if (doc >= tb->num_docs) return 0.0;
+    return bound_at(tb, terms, num_terms, doc, prior_weight, NULL, NULL, NULL);
+}
+
 uint32_t tail_stop(const tail_bounds *tb, const tail_term *terms, uint32_t num_terms, uint32_t from, uint32_t to,
                    uint32_t score_key, float prior_weight) {
     if ((!tb->doc_bounds && !(prior_weight != 0.0f && tb->prior_bounds)) || score_key == 0 || from >= to) return to;
-    /* the least id in [from, to] whose bound is below the key (to when none below it is) */
+    /* the least id in [from, to] whose bound is below the key (to when none below it is), by bisection. A term's
+     * block holding an id lies between those holding the interval's ends, so each step seeks it there alone (the
+     * stop runs on the submitting thread for every query of a batch: whole-list searches each step were most of
+     * a batch's submission) */
+    uint32_t block_lo[GPU_MAX_TERMS], block_hi[GPU_MAX_TERMS], block_at[GPU_MAX_TERMS];
+    const bool windows = num_terms <= GPU_MAX_TERMS;
+    for (uint32_t t = 0; windows && t < num_terms; t++) {
+        block_lo[t] = 0;
+        block_hi[t] = terms[t].num_blocks;
+    }
     uint32_t lo = from, hi = to;
     while (lo < hi) {
         const uint32_t mid = lo + (hi - lo) / 2;
-        if (gpu_bound_below(tail_bound(tb, terms, num_terms, mid, prior_weight), score_key)) hi = mid;
+        if (mid >= tb->num_docs) { /* nothing from here on: the bound is 0 */
+            if (gpu_bound_below(0.0, score_key)) hi = mid;
+            else lo = mid + 1;
+            continue;
+        }
+        const bool below = gpu_bound_below(windows ? bound_at(tb, terms, num_terms, mid, prior_weight, block_lo,
+                                                              block_hi, block_at)
+                                                   : bound_at(tb, terms, num_terms, mid, prior_weight, NULL, NULL, NULL),
+                                           score_key);
+        if (below) hi = mid;
         else lo = mid + 1;
+        for (uint32_t t = 0; windows && t < num_terms; t++)
+            if (terms[t].weight > 0.0f) { /* the others were not sought */
+                if (below) block_hi[t] = block_at[t];
+                else block_lo[t] = block_at[t];
+            }
     }
     return lo;
 }
