@@ -429,12 +429,28 @@ static int submit_batch(isn_gpu_backend *b, isn_gpu_request *requests, uint32_t 
                                (b->filter_sampling || q->num_filters == 0);
             q->sample_stride =
                 !counts_matches && (s->pruned || q->sampled_floor) ? gpu_sample_stride(r->k, q->range_top, kept_ranges) : 1;
+            /* a prior on an index in global order: a query may take leading ranges (below) */
+            const bool may_lead = r->prior_weight != 0.0f && gpu_backend_leads_ranges(b->index) && !and_mode &&
+                                  path == GPU_PATH_RANGES && !counts_matches &&
+                                  b->options.pruning != ISN_GPU_PRUNE_NEVER && b->lead_ranges;
+            uint32_t lead_top = 0;
+            const uint32_t lead = may_lead ? gpu_lead_ranges_of(r->k, b->report_stride, &lead_top) : 0u;
             /* global order: from the first id whose tail bound is below the floor (at most the final k-th score) no
-             * document is an answer, so the query's passes stop there */
+             * document is an answer, so the query's passes stop there. The device finds that stop itself after the
+             * leading ranges (gpu_query.lead_stop, at the floor or the leading k-th best, whichever is higher), so
+             * the host seeks it only where it would lie among them: one bound where it lies past them (the stop's
+             * bisection, on this thread for every query of a batch, was most of a batch's submission) */
             s->ranges_bound_skipped[nq] = 0;
             if (q->floor_key && !counts_matches) {
-                const uint32_t stop = tail_stop(&b->tails, s->tail_terms + q->term_begin, num_terms, 0, limit,
-                                                q->floor_key, r->prior_weight);
+                const uint64_t lead_end = (uint64_t)lead * GPU_RANGE_DOCS;
+                const bool device_stops = lead && b->lead_stop && lead_end < limit;
+                const tail_term *tterms = s->tail_terms + q->term_begin;
+                const uint32_t stop =
+                    device_stops && !gpu_bound_below(tail_bound(&b->tails, tterms, num_terms, (uint32_t)lead_end,
+                                                                r->prior_weight),
+                                                     q->floor_key)
+                        ? limit
+                        : tail_stop(&b->tails, tterms, num_terms, 0, limit, q->floor_key, r->prior_weight);
                 if (stop < limit) {
                     q->doc_limit = stop;
                     s->ranges_bound_skipped[nq] =
@@ -451,11 +467,8 @@ static int submit_batch(isn_gpu_backend *b, isn_gpu_request *requests, uint32_t 
              * the device's max_k instead made every range of a top-1000 query on 20M documents report up to 64 (its
              * threshold selection read them all), and slots of exactly k a range left the leading ranges' every
              * report at or above their k-th best: each one rescored. */
-            if (r->prior_weight != 0.0f && gpu_backend_leads_ranges(b->index) && !and_mode && path == GPU_PATH_RANGES &&
-                !counts_matches && b->options.pruning != ISN_GPU_PRUNE_NEVER && b->lead_ranges) {
-                uint32_t top;
-                const uint32_t lead = gpu_lead_ranges_of(r->k, b->report_stride, &top);
-                top = top > q->range_top ? top : q->range_top;
+            if (may_lead) {
+                const uint32_t top = lead_top > q->range_top ? lead_top : q->range_top;
                 const uint32_t covered = (q->doc_limit + GPU_RANGE_DOCS - 1) / GPU_RANGE_DOCS;
                 if (lead < covered) {
                     q->lead_top = top;
@@ -669,7 +682,7 @@ int isn_gpu_complete(isn_gpu_backend *b, int ticket, isn_gpu_batch_stats *stats,
         memcpy(r->hits, s->batch.hits + s->queries[q].hit_offset, res->num_hits * sizeof(isn_hit));
         r->num_hits = res->num_hits;
         st.ranges_bound_skipped += s->ranges_bound_skipped[q];
-        bool settled = s->ranges_bound_skipped[q] > 0;
+        bool settled = s->ranges_bound_skipped[q] > 0 || res->ranges_stopped > 0; /* the host's stop or the device's */
         if (s->early_completion_of[q]) { /* completed by the crew since its submission: merged here */
             const uint32_t i = s->early_completion_of[q] - 1;
             if (s->suffix_failed[i]) { /* out of memory for the query: the whole query goes to the CPU pass */

@@ -115,7 +115,8 @@ __global__ void __launch_bounds__(256) sample_threshold_kernel(const gpu_query *
     if (query.lead_ranges && query.lead_stop) { // (every thread: the block searches)
         const uint32_t limit = query.doc_limit < num_docs ? query.doc_limit : num_docs;
         const uint32_t covered = (limit + GPU_RANGE_DOCS - 1) / GPU_RANGE_DOCS;
-        course.x = block_tail_stop(query, terms, tails, query.lead_ranges, covered, theta, s_first);
+        course.x = block_tail_stop(query, terms, tails, query.lead_ranges, covered, gpu_lead_stop_key(&query, theta),
+                                   s_first);
         if (threadIdx.x == 0) results[q].ranges_stopped = covered - course.x;
     }
     if (threadIdx.x != 0) return;

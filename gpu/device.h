@@ -101,8 +101,8 @@ typedef struct {
      * query's k (at least range_top, at most the device's report slots), so that the leading ranges report k in
      * all while each other range reports only its usual few (gpu_range_reports); lead_prune: whether the second
      * round prunes at the leading k-th best (gpu_lead_prunes; else that is only its report floor); lead_stop: the second round ends at
-     * the first range whose tail bound (gpu_range_tail_below) cannot reach it, on the device, so that the
-     * ranges after it cost no block visit and no report slot is read. */
+     * the first range whose tail bound (gpu_range_tail_below) cannot reach it or floor_key (gpu_lead_stop_key), on
+     * the device, so that the ranges after it cost no block visit and no report slot is read. */
     uint32_t lead_top, lead_prune, lead_stop;
     /* A lower bound of the k-th score as a float key, as seed_key but given whether or not the batch prunes
      * (0: none). Every answer scores at least this, so ranges report only documents that reach it (a hair

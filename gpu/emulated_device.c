@@ -563,9 +563,10 @@ static uint32_t range_query(gpu_device *d, const gpu_batch *b, const gpu_query *
         const bool prunes = q->lead_ranges ? gpu_lead_prunes(q, b->terms, &tails, theta) : !q->sampled_floor;
         const uint32_t prune = prunes ? theta : 0u;
         if (q->lead_ranges && q->lead_stop) {
-            /* the ranges from the first whose tail bound is below the leading k-th best hold no answer */
+            /* the ranges from the first whose tail bound is below the leading k-th best (or the floor, when higher)
+             * hold no answer */
             const uint32_t covered = (num_docs + GPU_RANGE_DOCS - 1) / GPU_RANGE_DOCS;
-            stop = gpu_range_tail_stop(q, b->terms, &tails, q->lead_ranges, covered, theta);
+            stop = gpu_range_tail_stop(q, b->terms, &tails, q->lead_ranges, covered, gpu_lead_stop_key(q, theta));
             res->ranges_stopped = covered - stop;
         }
         for (uint32_t r = 0; r < stop; r++)

@@ -269,7 +269,8 @@ typedef struct {
     /* An index in global order (isn_index_score_bounds): no document from some id on can beat a query's
      * k-th score when the query's bound there (its terms' weights times the least of the index's bound and
      * each list's largest block maximum from there on) is below it. bound_settled: device-answered queries
-     * the bound settled, their range passes stopped early (below the probe's floor) or their resident
+     * the bound settled, their range passes stopped early (below the probe's floor, or on the device after leading
+     * ranges below their k-th best: ranges_stopped) or their resident
      * prefixes complete (below the device's k-th score at the prefixes' end); completions_avoided: of these,
      * those answered on resident prefixes that the CPU need not complete (not in prefix_queries);
      * ranges_bound_skipped: ranges below the queries' coverage their passes stopped before. */

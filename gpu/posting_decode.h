@@ -251,6 +251,13 @@ GPU_HD bool gpu_lead_prunes(const gpu_query *q, const gpu_term *terms, const gpu
     return q->lead_ranges == 1u || gpu_range_tail_below(q, terms, v, v->num_ranges - 1u, theta_key);
 }
 
+/* The key a query's second round stops at (gpu_query.lead_stop): the leading k-th best (theta_key, the seed's when
+ * higher) or the probe's floor, whichever is higher; both bound the final k-th score from below (the host then
+ * leaves the stop to the device: backend.c). */
+GPU_HD uint32_t gpu_lead_stop_key(const gpu_query *q, uint32_t theta_key) {
+    return theta_key > q->floor_key ? theta_key : q->floor_key;
+}
+
 /* The first range in [from, to) whose tail is below theta_key (gpu_range_tail_below), or `to`. */
 GPU_HD uint32_t gpu_range_tail_stop(const gpu_query *q, const gpu_term *terms, const gpu_tail_view *v, uint32_t from,
                                     uint32_t to, uint32_t theta_key) {

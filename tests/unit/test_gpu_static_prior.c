@@ -512,6 +512,49 @@ static void test_dominant_prior_leading_ranges(void **state) {
     support_index_close(&ix);
 }
 
+/* Global order with a prior of ties (PRIOR_TIES, weight 1: BM25 decides within them), OR bags at k 10 whose
+ * requests carry the CPU's exact k-th score as their threshold, in unpruned batches (a fresh backend's first
+ * streams + 1 batches are, prune_choice.c): the queries take leading ranges, and the device stops them after those
+ * at that floor where it is above the leading ranges' k-th best (gpu_lead_stop_key: the host seeks the stop only
+ * among the leading ranges, and an unpruned batch has no seed). So each batch stops at least the ranges the same
+ * queries stop without a threshold, and more in all, every answer the CPU's. */
+static void test_floor_stops_after_leading_ranges(void **state) {
+    const bool emulate = device_under_test(state);
+    static support_index ix;
+    static batch bt;
+    build(&ix, PRIOR_TIES, ISN_ORDER_GLOBAL, 53);
+    const float w = 1.0f;
+    support_rng_seed(53);
+    or_bags_only = true;
+    uint64_t cut[2] = {0, 0};
+    for (uint32_t round = 0; round < 4; round++) {
+        isn_gpu_backend *b = open_backend(&ix, emulate, ISN_GPU_PRUNE_AUTO, 0.0);
+        batch_fill(&bt, &ix, BATCH, 10, w, false);
+        uint64_t batch_cut[2];
+        for (int floor = 0; floor < 2; floor++) {
+            for (uint32_t q = 0; q < bt.n; q++) {
+                const bool full = bt.expected_n[q] == 10 && bt.expected[q][9].score > 0.0f;
+                bt.requests[q].threshold = floor && full ? (double)bt.expected[q][9].score : 0.0;
+                bt.requests[q].threshold_with_prior = true;
+            }
+            isn_gpu_batch_stats st;
+            run_batch(b, &bt, &st);
+            batch_check(&bt, 10, w, true, floor ? "stopped at the floor" : "without a floor");
+            assert_false(st.pruned);
+            batch_cut[floor] = st.ranges_stopped + st.ranges_bound_skipped;
+            cut[floor] += batch_cut[floor];
+        }
+        assert_true(batch_cut[1] >= batch_cut[0]);
+        isn_gpu_close(b);
+    }
+    or_bags_only = false;
+    printf("%s ties prior weight %g, global order, k 10, unpruned: %llu ranges stopped or skipped with the CPU's k-th "
+           "score as the floor, %llu without\n",
+           emulate ? "emulated" : "GPU", (double)w, (unsigned long long)cut[1], (unsigned long long)cut[0]);
+    assert_true(cut[1] > cut[0]);
+    support_index_close(&ix);
+}
+
 /* A request with a prior and a BM25-only threshold (a cost model's isn_threshold_probe) does not prune from it:
  * with negative static scores it bounds nothing (here it is above many queries' k-th score), and the answers
  * stay the CPU's. */
@@ -648,6 +691,8 @@ int main(void) {
         ON_GPU(test_dominant_prior_settles_early),
         ON_EMULATED(test_dominant_prior_leading_ranges),
         ON_GPU(test_dominant_prior_leading_ranges),
+        ON_EMULATED(test_floor_stops_after_leading_ranges),
+        ON_GPU(test_floor_stops_after_leading_ranges),
         ON_EMULATED(test_bm25_threshold_is_ignored_with_a_prior),
         ON_GPU(test_bm25_threshold_is_ignored_with_a_prior),
         ON_EMULATED(test_long_queries_and_and_by_ranges),
