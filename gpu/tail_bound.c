@@ -80,8 +80,9 @@ uint32_t tail_stop(const tail_bounds *tb, const tail_term *terms, uint32_t num_t
      * block holding an id lies between those holding the interval's ends, so each step seeks it there alone (the
      * stop runs on the submitting thread for every query of a batch: whole-list searches each step were most of
      * a batch's submission) */
-    uint32_t block_lo[GPU_MAX_TERMS], block_hi[GPU_MAX_TERMS], block_at[GPU_MAX_TERMS];
-    const bool windows = num_terms <= GPU_MAX_TERMS;
+    uint32_t windows_lo[GPU_MAX_TERMS], windows_hi[GPU_MAX_TERMS], block_at[GPU_MAX_TERMS];
+    const bool windows = num_terms <= GPU_MAX_TERMS; /* (more terms: each list searched whole) */
+    uint32_t *block_lo = windows ? windows_lo : NULL, *block_hi = windows ? windows_hi : NULL;
     for (uint32_t t = 0; windows && t < num_terms; t++) {
         block_lo[t] = 0;
         block_hi[t] = terms[t].num_blocks;
@@ -94,10 +95,8 @@ uint32_t tail_stop(const tail_bounds *tb, const tail_term *terms, uint32_t num_t
             else lo = mid + 1;
             continue;
         }
-        const bool below = gpu_bound_below(windows ? bound_at(tb, terms, num_terms, mid, prior_weight, block_lo,
-                                                              block_hi, block_at)
-                                                   : bound_at(tb, terms, num_terms, mid, prior_weight, NULL, NULL, NULL),
-                                           score_key);
+        const bool below = gpu_bound_below(
+            bound_at(tb, terms, num_terms, mid, prior_weight, block_lo, block_hi, windows ? block_at : NULL), score_key);
         if (below) hi = mid;
         else lo = mid + 1;
         for (uint32_t t = 0; windows && t < num_terms; t++)
