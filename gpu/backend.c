@@ -438,19 +438,18 @@ static int submit_batch(isn_gpu_backend *b, isn_gpu_request *requests, uint32_t 
             /* global order: from the first id whose tail bound is below the floor (at most the final k-th score) no
              * document is an answer, so the query's passes stop there. The device finds that stop itself after the
              * leading ranges (gpu_query.lead_stop, at the floor or the leading k-th best, whichever is higher), so
-             * the host seeks it only where it would lie among them: one bound where it lies past them (the stop's
+             * the host seeks it only where it would lie among them, after one bound says it does (the stop's
              * bisection, on this thread for every query of a batch, was most of a batch's submission) */
             s->ranges_bound_skipped[nq] = 0;
             if (q->floor_key && !counts_matches) {
                 const uint64_t lead_end = (uint64_t)lead * GPU_RANGE_DOCS;
-                const bool device_stops = lead && b->lead_stop && lead_end < limit;
                 const tail_term *tterms = s->tail_terms + q->term_begin;
-                const uint32_t stop =
-                    device_stops && !gpu_bound_below(tail_bound(&b->tails, tterms, num_terms, (uint32_t)lead_end,
-                                                                r->prior_weight),
-                                                     q->floor_key)
-                        ? limit
-                        : tail_stop(&b->tails, tterms, num_terms, 0, limit, q->floor_key, r->prior_weight);
+                uint32_t stop = limit;
+                if (!(lead && b->lead_stop && lead_end < limit))
+                    stop = tail_stop(&b->tails, tterms, num_terms, 0, limit, q->floor_key, r->prior_weight);
+                else if (gpu_bound_below(tail_bound(&b->tails, tterms, num_terms, (uint32_t)lead_end, r->prior_weight),
+                                         q->floor_key))
+                    stop = tail_stop(&b->tails, tterms, num_terms, 0, (uint32_t)lead_end, q->floor_key, r->prior_weight);
                 if (stop < limit) {
                     q->doc_limit = stop;
                     s->ranges_bound_skipped[nq] =
