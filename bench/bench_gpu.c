@@ -6,7 +6,7 @@
  *             [--threads N] [--max-queries N] [--emulate] [--label NAME] [--and-by-ranges] [--no-cpu-rate]
  *             [--inflight N] [--no-seed] [--exhaustive | --pruned] [--cpu-seconds S] [--min-batches N]
  *             [--filter F [--interleave N] [--no-filter-seed]] [--write-buckets N]
- *             [--budget-mb M | --budget-fraction F] [--cache whole|pruned|queries|visits|capped] [--train-queries FILE]
+ *             [--budget-mb M | --budget-fraction F] [--cache whole|pruned|queries|visits|capped|tier] [--train-queries FILE]
  *             [--train-k K] [--train-mode or|and] [--prefix-cap C] [--prior-weight W]
  * Disjunctive requests carry the CPU's threshold probe (isn_threshold_probe, k <= 64; a filtered query's
  * scores only the documents its filter keeps), as isnd's cost model hands it to the device; its time per query
@@ -439,8 +439,9 @@ int main(int argc, char **argv) {
     if (interleave > 100) return fprintf(stderr, "bench_gpu: --interleave must be 1..100 rounds\n"), 2;
     if (interleave && !filter_text) return fprintf(stderr, "bench_gpu: --interleave compares with --filter: give one\n"), 2;
     if (cache && strcmp(cache, "whole") && strcmp(cache, "pruned") && strcmp(cache, "visits") && strcmp(cache, "queries") &&
-        strcmp(cache, "capped"))
-        return fprintf(stderr, "bench_gpu: --cache must be whole, pruned, queries, visits or capped, got '%s'\n", cache), 2;
+        strcmp(cache, "capped") && strcmp(cache, "tier"))
+        return fprintf(stderr, "bench_gpu: --cache must be whole, pruned, queries, visits, capped or tier, got '%s'\n",
+                       cache), 2;
     if (budget_fraction < 0 || budget_fraction >= 1)
         return fprintf(stderr, "bench_gpu: --budget-fraction must be in (0, 1), got %g\n", budget_fraction), 2;
     if (train_mode && strcmp(train_mode, "or") && strcmp(train_mode, "and"))
@@ -483,12 +484,14 @@ int main(int argc, char **argv) {
         if (prefix_cap > 0) go.prefix_cap = prefix_cap;
         /* --cache: whole lists (the capped admission at prefix_cap 1), list prefixes by the training queries'
          * needs completed per byte, the training queries' visited blocks whole and cheapest first, blocks by
-         * visits per byte alone, or the capped prefixes (leading blocks up to --prefix-cap) */
+         * visits per byte alone, the capped prefixes (leading blocks up to --prefix-cap), or every list's blocks
+         * below one document cut (tier: no training log) */
         if (cache && !strcmp(cache, "whole")) go.admission = ISN_GPU_ADMIT_CAPPED, go.prefix_cap = 1.0;
         if (cache && !strcmp(cache, "pruned")) go.admission = ISN_GPU_ADMIT_PREFIXES;
         if (cache && !strcmp(cache, "queries")) go.admission = ISN_GPU_ADMIT_QUERIES;
         if (cache && !strcmp(cache, "visits")) go.admission = ISN_GPU_ADMIT_VISITS;
         if (cache && !strcmp(cache, "capped")) go.admission = ISN_GPU_ADMIT_CAPPED;
+        if (cache && !strcmp(cache, "tier")) go.admission = ISN_GPU_ADMIT_TIER;
         /* the replay's k and mode: the first measured unless given */
         go.training_k = train_k ? train_k : ks[0];
         go.training_mode = train_mode ? (!strcmp(train_mode, "and") ? ISN_MODE_AND : ISN_MODE_OR)
@@ -523,13 +526,13 @@ int main(int argc, char **argv) {
                "\"queries\": %u, \"index_bytes\": %llu, \"bytes_resident\": %llu, \"terms_resident\": %u, \"terms_prefix\": %u, "
                "\"terms\": %u, \"open_seconds\": %.3f, \"warmup_ms\": %.3f, \"attribute_bytes\": %llu, \"filter\": \"%s\", "
                "\"cache\": \"%s\", \"budget_fraction\": %.4f, \"train_k\": %u, \"train_mode\": \"%s\", \"prior_weight\": %g, "
-               "\"static_score_bytes\": %llu}\n",
+               "\"static_score_bytes\": %llu, \"tier_docs\": %u}\n",
                sides[v].label, h.device_name, info->num_docs, (unsigned long long)info->num_postings, log.n,
                (unsigned long long)h.index_bytes, (unsigned long long)h.bytes_resident, h.terms_resident, h.terms_prefix,
                h.terms_total, t_open, h.warmup_ms, (unsigned long long)h.attribute_bytes,
                filter_text && v == 0 ? filter_text : "", cache ? cache : "default", budget_fraction, go.training_k,
                go.training_mode == ISN_MODE_AND ? "and" : "or", (double)prior_weight,
-               (unsigned long long)h.static_score_bytes);
+               (unsigned long long)h.static_score_bytes, h.tier_docs);
         fflush(stdout);
         sides[v].cpu_hits = malloc((size_t)log.n * max_k * sizeof *sides[v].cpu_hits);
         sides[v].cpu_n = malloc(log.n * sizeof *sides[v].cpu_n);

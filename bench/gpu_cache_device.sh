@@ -14,11 +14,12 @@
 #        debpkg's queries (first half trains, second half measured), OR, k 10: cached fraction 5, 10, 20, 35
 #        and 50% against the rate, both caches, MIN_BATCHES batches a cell too (the measured half is 592
 #        queries: three batches of 256 would time AUTO's start-up).
-#   bash bench/gpu_cache_device.sh ab       on the GPU machine: the whole-list and the pruned cache alternating, ROUNDS
+#   bash bench/gpu_cache_device.sh ab       on the GPU machine: the whole-list cache, the pruned cache and the tier
+#     (AB_CACHES, default "whole pruned tier") alternating, ROUNDS
 #     (3) rounds, each a process of its own, at PERCENTS (8 16), OR and AND, top 10 and 1,000 (AB_KS, each trained at
 #     the k it serves), on the 20M partition, between two runs with the whole partition resident and the CPU's rates
-#     (RESIDENT=0: none); each cell's median rates, the pruned/whole ratio of the medians and the median of the
-#     rounds' ratios (gpu_cache_ab lines); EMULATE=1 runs it on the emulated device (the work per query only: its
+#     (RESIDENT=0: none); each cell's median rates, each cache's ratio to whole lists of the medians and the median of
+#     the rounds' ratios (gpu_cache_ab lines: pruned_over_whole, tier_over_whole, ...); EMULATE=1 runs it on the emulated device (the work per query only: its
 #     rates mean nothing). About 3 minutes of device time with the partition built.
 #   bash bench/gpu_cache_device.sh local    here, without a GPU: a LOCAL_DOCS (2,000,000) document partition in
 #     global order on the emulated device, the work per query (CPU completions and fallbacks, queries answered
@@ -197,7 +198,7 @@ ab)
   for r in $(seq "${ROUNDS:-3}"); do
     for k in ${AB_KS:-10 1000}; do
       for pct in ${PERCENTS:-8 16}; do
-        for cache in whole pruned; do
+        for cache in ${AB_CACHES:-whole pruned tier}; do
           run ab-$cache-$pct-k$k-r$r ${LIMIT:-90} $emulate --index "$SYNTH" --queries "$SYNTH/measured.tsv" \
             --train-queries "$SYNTH/train.tsv" --batches 256 --max-queries "$QUERIES" --min-batches ${MIN_BATCHES:-16} \
             --budget-fraction 0.$(printf %02d "$pct") --cache $cache --ks $k --modes or,and --train-k $k \
@@ -224,18 +225,21 @@ for f in sys.argv[1:]:
         cache, pct, rnd = parts[1], parts[2], parts[4]
         rates.setdefault((pct, r["mode"], r["k"]), {}).setdefault(cache, {})[rnd] = r["qps"]
 for (pct, mode, k), by in sorted(rates.items()):
-    whole, pruned = by.get("whole", {}), by.get("pruned", {})
-    ratios = [pruned[x] / whole[x] for x in sorted(whole) if x in pruned and whole[x]]
+    whole = by.get("whole", {})
     mw = statistics.median(whole.values()) if whole else 0
-    mp = statistics.median(pruned.values()) if pruned else 0
     c = cpu.get((mode, k))
-    print(json.dumps({"bench": "gpu_cache_ab", "percent": int(pct), "mode": mode, "k": k,
-                      "whole_qps": [whole[x] for x in sorted(whole)], "pruned_qps": [pruned[x] for x in sorted(pruned)],
-                      "pruned_over_whole": round(mp / mw, 3) if mw else None,
-                      "round_ratios": [round(x, 3) for x in ratios],
-                      "median_round_ratio": round(statistics.median(ratios), 3) if ratios else None,
-                      "cpu_qps": c, "pruned_over_cpu": round(mp / statistics.median(c), 3) if c else None,
-                      "resident_qps": resident.get((mode, k))}))
+    line = {"bench": "gpu_cache_ab", "percent": int(pct), "mode": mode, "k": k,
+            "whole_qps": [whole[x] for x in sorted(whole)], "cpu_qps": c, "resident_qps": resident.get((mode, k))}
+    for cache in sorted(x for x in by if x != "whole"):
+        other = by[cache]
+        ratios = [other[x] / whole[x] for x in sorted(whole) if x in other and whole[x]]
+        mo = statistics.median(other.values())
+        line[cache + "_qps"] = [other[x] for x in sorted(other)]
+        line[cache + "_over_whole"] = round(mo / mw, 3) if mw else None
+        line[cache + "_round_ratios"] = [round(x, 3) for x in ratios]
+        line[cache + "_median_round_ratio"] = round(statistics.median(ratios), 3) if ratios else None
+        line[cache + "_over_cpu"] = round(mo / statistics.median(c), 3) if c else None
+    print(json.dumps(line))
 PY
   ;;
 local)

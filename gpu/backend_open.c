@@ -8,6 +8,7 @@
 
 #include "gpu/backend_internal.h"
 #include "gpu/naming_rates.h"
+#include "gpu/tier_admission.h"
 #include "gpu/visit_admission.h"
 
 typedef struct {
@@ -69,6 +70,10 @@ static int plan_residency(isn_gpu_backend *b, uint64_t payload_budget, uint32_t 
             b->term_blocks[t] = st.num_blocks;
         }
         used = total;
+    } else if (b->options.admission == ISN_GPU_ADMIT_TIER) {
+        uint32_t cut = 0;
+        if (tier_admission(ix, widths, payload_budget, b->term_blocks, &used, &cut, err, err_len) != 0) goto fail;
+        b->health.tier_docs = cut;
     } else {
         values = calloc(nt ? nt : 1, sizeof *values);
         if (!values) goto oom;

@@ -45,7 +45,7 @@ int isn_gpu_self_test(int ordinal, char *err, size_t err_len);
 
 enum { ISN_GPU_PRUNE_AUTO = 0, ISN_GPU_PRUNE_ALWAYS = 1, ISN_GPU_PRUNE_NEVER = 2 };
 enum { ISN_GPU_ADMIT_AUTO = 0, ISN_GPU_ADMIT_CAPPED = 1, ISN_GPU_ADMIT_VISITS = 2, ISN_GPU_ADMIT_QUERIES = 3,
-       ISN_GPU_ADMIT_PREFIXES = 4 };
+       ISN_GPU_ADMIT_PREFIXES = 4, ISN_GPU_ADMIT_TIER = 5 };
 #define ISN_GPU_PRUNE_EXPLORE 32
 
 typedef struct {
@@ -101,7 +101,9 @@ typedef struct {
      * share of the training queries a block would be visited by, against the logged lists' blocks: most held-out
      * queries of a real log name a term its training part never does. Off by default: with Debian's log
      * transplanted onto the 20M partition it answered more queries on the device and fewer a second. All then grow
-     * the logged lists to whole lists and admit the lists the log never names, while the budget lasts. */
+     * the logged lists to whole lists and admit the lists the log never names, while the budget lasts.
+     * ISN_GPU_ADMIT_TIER: no log; every list's blocks below one document cut, the highest that fits
+     * (tier_admission.h), so that every query's coverage is at least the cut. */
     int admission;
     uint32_t training_k; /* default 10 (at most max_k) */
     isn_mode training_mode; /* default ISN_MODE_OR */
@@ -324,6 +326,7 @@ typedef struct {
     uint32_t terms_total;
     uint32_t terms_resident;   /* whole lists on the device */
     uint32_t terms_prefix;     /* lists whose leading blocks only are on the device */
+    uint32_t tier_docs;        /* ISN_GPU_ADMIT_TIER: the cut, below which every list is resident (0 otherwise) */
     uint64_t batches;
     uint64_t queries_device;
     uint64_t queries_cpu;

@@ -8,7 +8,8 @@
  * queries than BM25's alone, every answer the CPU's with the prior, and the bound scaled down changes answers; a
  * cache replayed with the prior answers more of a log served with it without CPU work than one replayed without,
  * and it answers on the device held-out queries naming only lists its training log never names, which the
- * whole-list cache at the same budget sends to the CPU. */
+ * whole-list cache at the same budget sends to the CPU. The tier admission holds every list of more than one block
+ * below one cut and answers on the device every query naming only such lists. */
 #include <setjmp.h>
 #include <math.h>
 #include <stdarg.h>
@@ -425,6 +426,76 @@ static void test_unnamed_lists_take_prefixes(void **state) {
     replay_prior = 0.0f;
 }
 
+/* Whether a query names a list of one block (the tier admission never holds one). */
+static bool names_one_block_list(isn_index *ix, const isn_query *q) {
+    for (uint32_t t = 0; t < q->num_terms; t++) {
+        isn_term_stats st;
+        isn_index_term_stats(ix, q->terms[t].term_id, &st);
+        if (st.num_blocks == 1) return true;
+    }
+    return false;
+}
+
+/* The tier admission (no training log): every list of more than one block resident below one cut, within the
+ * budget. Every query naming only such lists is answered on the device, the CPU completing what the cut does
+ * not settle, and only queries naming a list of one block go to the CPU whole; every answer the CPU's, OR and AND,
+ * k 10 and 1,000, with the prior; at a larger budget the cut is higher; and the held-out queries naming words the
+ * training log never names, which the whole-list cache sends to the CPU, are answered on the device. */
+static void test_tier_admission(void **state) {
+    (void)state;
+    static query_log train, held_out;
+    make_log_of(prior_ix, 4, 0, &train);
+    make_log_of(prior_ix, 5, 1, &held_out);
+    /* the last queries name a word of the vocabulary's rare end too, most of whose lists are one block */
+    isn_searcher *s = isn_searcher_new(prior_ix);
+    for (uint32_t i = 0; i < 8; i++) {
+        char text[64], err[ISN_ERR_LEN];
+        const int len = snprintf(text, sizeof text, "w%u w%u", 2 * i + 1, VOCABULARY - 1 - i);
+        isn_query parsed;
+        assert_int_equal(isn_query_parse(s, text, (size_t)len, &parsed, err, sizeof err), 0);
+        isn_query *dst = &held_out.queries[held_out.n - 1 - i];
+        memcpy(held_out.terms[held_out.n - 1 - i], parsed.terms, parsed.num_terms * sizeof *parsed.terms);
+        *dst = (isn_query){.terms = held_out.terms[held_out.n - 1 - i], .num_terms = parsed.num_terms,
+                           .num_unknown = parsed.num_unknown};
+    }
+    isn_searcher_free(s);
+    uint32_t one_block = 0;
+    for (uint32_t q = 0; q < held_out.n; q++) one_block += names_one_block_list(prior_ix, &held_out.queries[q]);
+    assert_true(one_block > 0 && one_block < held_out.n);
+    static const double fractions[] = {0.1, 0.2};
+    static const uint32_t ks[] = {10, 1000};
+    uint32_t cuts[2];
+    for (size_t f = 0; f < 2; f++) {
+        isn_gpu_options o = cache_options(prior_ix, fractions[f], ISN_GPU_ADMIT_TIER, &train, 10, ISN_MODE_OR);
+        o.training_queries = NULL;
+        o.num_training_queries = 0;
+        isn_gpu_backend *b = open_with(prior_ix, &o);
+        isn_gpu_health h;
+        isn_gpu_health_get(b, &h);
+        assert_true(h.bytes_resident <= o.memory_budget);
+        assert_true(h.tier_docs > 0 && h.tier_docs < isn_index_get_info(prior_ix)->num_docs);
+        assert_true(h.terms_prefix > 0);
+        cuts[f] = h.tier_docs;
+        for (int mode = 0; mode < 2; mode++)
+            for (size_t i = 0; i < 2; i++) {
+                const isn_mode m = mode ? ISN_MODE_AND : ISN_MODE_OR;
+                const outcome t = run_log_weighted(b, prior_ix, &held_out, ks[i], m, 1.0f);
+                print_message("tier at %.0f%% (cut %u), %s k=%u: %u on the CPU (%u name a list of one block), %u "
+                              "completed, %u settled\n", fractions[f] * 100, h.tier_docs, mode ? "AND" : "OR", ks[i],
+                              t.cpu, one_block, t.completed, t.avoided);
+                assert_int_equal(t.mismatches, 0);
+                assert_int_equal(t.cpu, one_block);
+            }
+        isn_gpu_close(b);
+        b = open_whole(prior_ix, fractions[f], &train);
+        const outcome whole = run_log_weighted(b, prior_ix, &held_out, 10, ISN_MODE_OR, 1.0f);
+        isn_gpu_close(b);
+        assert_int_equal(whole.mismatches, 0);
+        assert_true(whole.cpu > one_block);
+    }
+    assert_true(cuts[1] > cuts[0]);
+}
+
 static int setup(void **state) {
     (void)state;
     snprintf(corpus_path, sizeof corpus_path, "%s/corpus.jsonl", tmp_root);
@@ -454,6 +525,7 @@ int main(void) {
         cmocka_unit_test(test_visit_admission),
         cmocka_unit_test(test_replay_with_the_prior),
         cmocka_unit_test(test_unnamed_lists_take_prefixes),
+        cmocka_unit_test(test_tier_admission),
     };
     return cmocka_run_group_tests(tests, setup, cleanup);
 }
