@@ -23,6 +23,7 @@ typedef enum {
     KEY_ALGO,
     KEY_LEVEL,
     KEY_GPU_PRUNING, /* auto, always, never: isn_gpu_options.pruning */
+    KEY_GPU_CACHE,   /* auto, whole, pruned, tier: ISN_CONF_GPU_CACHE_* */
     KEY_SWITCH,      /* auto or a boolean: isn_switch */
     /* Numbers, stored as uint32_t in the unit the field's name gives. A size or a duration is
      * written with its unit in the value ("4MiB", "200us"); the key name never carries a unit. */
@@ -132,6 +133,7 @@ static const key_spec KEYS[] = {
     {"gpu", "cpu_threads", KEY_U32, FIELD(gpu_cpu_threads), "0", 0, 4096, false},
     {"gpu", "pruning", KEY_GPU_PRUNING, FIELD(gpu_pruning), "auto", 0, 0, false},
     {"gpu", "training_queries", KEY_PATH, FIELD(gpu_training_queries), "", 0, 0, false},
+    {"gpu", "cache", KEY_GPU_CACHE, FIELD(gpu_cache), "auto", 0, 0, false},
     {"gpu", "route_all", KEY_BOOL, FIELD(gpu_route_all), "false", 0, 0, false},
     {"gpu", "upload_before_ready", KEY_BOOL, FIELD(gpu_upload_before_ready), "false", 0, 0, false},
     {"gpu", "rerank", KEY_BOOL, FIELD(gpu_rerank), "true", 0, 0, false},
@@ -335,6 +337,8 @@ static bool known_section(const char *section) {
 
 /* By ISN_GPU_PRUNE_* (gpu/gpu.h). */
 static const char *const gpu_pruning_names[3] = {"auto", "always", "never"};
+/* By ISN_CONF_GPU_CACHE_* (conf.h). */
+static const char *const gpu_cache_names[ISN_CONF_GPU_CACHES] = {"auto", "whole", "pruned", "tier"};
 
 /* Parses `value` into the key's field. The message in err lacks the "section.key: " prefix. */
 static int set_field(isn_conf *conf, const key_spec *key, const char *value, char *err, size_t err_len) {
@@ -375,6 +379,10 @@ static int set_field(isn_conf *conf, const key_spec *key, const char *value, cha
         for (int mode = 0; mode < 3; mode++)
             if (!strcmp(value, gpu_pruning_names[mode])) return *(uint32_t *)field = (uint32_t)mode, 0;
         return isn_error(err, err_len, "\"%s\" is not a pruning mode (auto, always, never)", value);
+    case KEY_GPU_CACHE:
+        for (uint32_t c = 0; c < ISN_CONF_GPU_CACHES; c++)
+            if (!strcmp(value, gpu_cache_names[c])) return *(uint32_t *)field = c, 0;
+        return isn_error(err, err_len, "\"%s\" is not a cache (auto, whole, pruned, tier)", value);
     case KEY_SWITCH: {
         bool on;
         if (!strcmp(value, "auto")) return *(isn_switch *)field = ISN_SWITCH_AUTO, 0;
@@ -414,6 +422,9 @@ static void format_value(const isn_conf *conf, const key_spec *key, char *out, s
     case KEY_ALGO: snprintf(out, out_len, "%s", isn_algo_name(*(const isn_algo *)field)); break;
     case KEY_LEVEL: snprintf(out, out_len, "%s", isn_log_level_name(*(const isn_log_level *)field)); break;
     case KEY_GPU_PRUNING: snprintf(out, out_len, "%s", gpu_pruning_names[*(const uint32_t *)field % 3]); break;
+    case KEY_GPU_CACHE:
+        snprintf(out, out_len, "%s", gpu_cache_names[*(const uint32_t *)field % ISN_CONF_GPU_CACHES]);
+        break;
     case KEY_SWITCH: {
         isn_switch value = *(const isn_switch *)field;
         snprintf(out, out_len, "%s", value == ISN_SWITCH_AUTO ? "auto" : value == ISN_SWITCH_ON ? "true" : "false");

@@ -17,6 +17,13 @@
 /* A switch whose default depends on the node ("auto": each key that takes it says how isnd chooses). */
 typedef enum { ISN_SWITCH_AUTO, ISN_SWITCH_ON, ISN_SWITCH_OFF } isn_switch;
 
+/* [gpu] cache: what a device keeps of a partition larger than its index_memory (isn_gpu_options.admission).
+ * AUTO: list prefixes chosen by the training log (by document frequency without one); WHOLE: whole lists only;
+ * PRUNED: the log replayed with the early termination of an index in global order, lists grown to the depths its
+ * queries need; TIER: every list of more than one block below one document cut, no log. */
+enum { ISN_CONF_GPU_CACHE_AUTO, ISN_CONF_GPU_CACHE_WHOLE, ISN_CONF_GPU_CACHE_PRUNED, ISN_CONF_GPU_CACHE_TIER,
+       ISN_CONF_GPU_CACHES };
+
 typedef struct {
     /* [server] */
     char listen[ISN_CONF_ADDR_MAX];       /* gRPC, HOST:PORT; port 0 = any free port */
@@ -104,6 +111,7 @@ typedef struct {
     uint32_t gpu_cpu_threads;    /* a device's threads for its CPU part (isn_gpu_options.cpu_threads) */
     uint32_t gpu_pruning;        /* ISN_GPU_PRUNE_AUTO, _ALWAYS or _NEVER */
     char gpu_training_queries[ISN_CONF_PATH_MAX]; /* query log for the pruned-prefix cache; "" = none */
+    uint32_t gpu_cache;          /* ISN_CONF_GPU_CACHE_*: what a partition larger than index_memory keeps resident */
     bool gpu_route_all;          /* tests and benchmarks: every query the GPU can answer goes to it */
     bool gpu_upload_before_ready; /* false: ready on the CPU at once, the GPU takes queries once uploaded */
     bool gpu_rerank;             /* second stage may run on the GPU (learned crossover) */

@@ -120,6 +120,15 @@ int gpu_setup_first_stage(const isn_index *index, const isn_conf *conf, isn_sear
     options.streams = conf->gpu_streams;
     options.cpu_threads = conf->gpu_cpu_threads;
     options.pruning = (int)conf->gpu_pruning;
+    switch (conf->gpu_cache) {
+    case ISN_CONF_GPU_CACHE_WHOLE:
+        options.admission = ISN_GPU_ADMIT_CAPPED;
+        options.prefix_cap = 1.0;
+        break;
+    case ISN_CONF_GPU_CACHE_PRUNED: options.admission = ISN_GPU_ADMIT_PREFIXES; break;
+    case ISN_CONF_GPU_CACHE_TIER: options.admission = ISN_GPU_ADMIT_TIER; break;
+    default: options.admission = ISN_GPU_ADMIT_AUTO; break;
+    }
     /* the pruned cache replays its training log as the tier searches: with the prior, whose settle points are
      * far shallower than BM25's alone */
     options.training_prior_weight = conf->prior_weight;

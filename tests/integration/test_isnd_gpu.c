@@ -14,8 +14,11 @@
 #include "grpc/client.h"
 
 #define NUM_DOCS 3000
+#define TIER_DOCS 40000 /* more than gpu.index_memory = 1MiB holds */
 
 static harness h;
+/* gpu.cache = tier in a device memory smaller than the partition */
+static bool tier_cache_on;
 static isn_index *offline_index;
 static isn_searcher *offline;
 static isn_grpc_client *client;
@@ -245,6 +248,23 @@ static void test_devices_share_the_work(void **state) {
     assert_true(harness_log_has(&h, "2 devices, each with the whole partition"));
 }
 
+/* gpu.cache = tier with less device memory than the partition takes: /stats says how far every list is resident
+ * (tier_docs) and that lists are cut, and every answer is still the CPU engine's, most on the device. */
+static void test_tier_cache(void **state) {
+    (void)state;
+    static char buf[1 << 16];
+    assert_int_equal(harness_http_get(&h, "/stats", buf, sizeof buf), 200);
+    const char *cut_at = strstr(buf, "\"tier_docs\":"), *prefix = strstr(buf, "\"terms_prefix\":");
+    if (!cut_at || !prefix) fail_msg("/stats has no tier_docs or terms_prefix: %.300s", buf);
+    const long cut = atol(cut_at + strlen("\"tier_docs\":"));
+    if (cut <= 0 || cut >= TIER_DOCS || atol(prefix + strlen("\"terms_prefix\":")) <= 0)
+        fail_msg("tier_docs %ld of %u documents, terms_prefix %ld", cut, TIER_DOCS,
+                 atol(prefix + strlen("\"terms_prefix\":")));
+    assert_true(check_queries(10, ISN_MODE_OR) > 0);
+    assert_true(check_queries(10, ISN_MODE_AND) > 0);
+    assert_true(check_queries(100, ISN_MODE_OR) > 0);
+}
+
 /* ------------------------------------------------------------------ setup */
 
 
@@ -255,12 +275,13 @@ static int teardown(void **state) {
 
 static int setup(void **state) {
     (void)state;
-    harness_prepare(&h, NUM_DOCS);
+    harness_prepare(&h, tier_cache_on ? TIER_DOCS : NUM_DOCS);
     if (harness_open_offline(&h, &offline_index, &offline) != 0) return -1;
     char count[32];
     snprintf(count, sizeof count, "gpu.devices=%u", devices);
     const char *extra[] = {"--set", "gpu.enable=true", "--set", "gpu.emulate=true", "--set", "gpu.route_all=true",
-                           "--set", "gpu.max_k=100", "--set", count, "--workers", "0", "--set", "server.loops=1", NULL};
+                           "--set", "gpu.max_k=100", "--set", count, "--workers", "0", "--set", "server.loops=1",
+                           tier_cache_on ? "--set" : NULL, "gpu.cache=tier", "--set", "gpu.index_memory=1MiB", NULL};
     client = harness_start_connected(&h, extra, "gpu: ");
     /* ready on the CPU first; the GPU takes queries once its upload ends */
     if (client && !harness_wait_log(&h, "gpu: the first stage serves generation", 60000)) {
@@ -272,6 +293,12 @@ static int setup(void **state) {
 
 static int setup_two(void **state) {
     devices = 2;
+    return setup(state);
+}
+
+static int setup_tier(void **state) {
+    devices = 1;
+    tier_cache_on = true;
     return setup(state);
 }
 
@@ -292,6 +319,10 @@ int main(void) {
         cmocka_unit_test(test_devices_share_the_work),
         cmocka_unit_test(test_default_workers_leave_cores),
     };
+    const struct CMUnitTest tier_cache[] = {
+        cmocka_unit_test(test_tier_cache),
+    };
     int failed = cmocka_run_group_tests_name("isnd_gpu", daemon, setup, teardown);
-    return failed + cmocka_run_group_tests_name("isnd_gpu_two_devices", two_devices, setup_two, teardown);
+    failed += cmocka_run_group_tests_name("isnd_gpu_two_devices", two_devices, setup_two, teardown);
+    return failed + cmocka_run_group_tests_name("isnd_gpu_tier", tier_cache, setup_tier, teardown);
 }

@@ -242,6 +242,15 @@ static void test_overrides(void **state) {
     assert_error(isn_conf_set_option(&conf, "gpu.pruning=sometimes", err, sizeof err), err,
                  "not a pruning mode (auto, always, never)");
     assert_int_equal(conf.gpu_pruning, 1);
+    /* what the device keeps of a partition larger than its memory, by name (ISN_CONF_GPU_CACHE_*) */
+    assert_int_equal(conf.gpu_cache, ISN_CONF_GPU_CACHE_AUTO);
+    assert_int_equal(isn_conf_set_option(&conf, "gpu.cache=tier", err, sizeof err), 0);
+    assert_int_equal(conf.gpu_cache, ISN_CONF_GPU_CACHE_TIER);
+    assert_int_equal(isn_conf_set_option(&conf, "gpu.cache=whole", err, sizeof err), 0);
+    assert_int_equal(conf.gpu_cache, ISN_CONF_GPU_CACHE_WHOLE);
+    assert_error(isn_conf_set_option(&conf, "gpu.cache=lru", err, sizeof err), err,
+                 "not a cache (auto, whole, pruned, tier)");
+    assert_int_equal(conf.gpu_cache, ISN_CONF_GPU_CACHE_WHOLE);
     /* the workers' SCHED_IDLE: auto (without gpu.enable, at three CPUs a loop or more) or a boolean */
     assert_int_equal(conf.worker_idle_policy, ISN_SWITCH_AUTO);
     assert_true(isn_conf_worker_idle_policy(&conf, 12, 4));
