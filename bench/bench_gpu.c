@@ -24,11 +24,12 @@
  * blocks chosen by the measured log itself or by --train-queries FILE (held-out queries: the honest
  * setting), each list admitted up to --prefix-cap of its blocks (isn_gpu_options.prefix_cap);
  * --budget-fraction F gives the postings F of the partition's device bytes instead (or as well); --cache
- * whole|pruned|visits|capped picks the admission (isn_gpu_options.admission): whole lists (prefix cap 1), the
+ * whole|pruned|queries|visits|capped|tier picks the admission (isn_gpu_options.admission): whole lists (prefix cap 1), the
  * training log replayed under the early termination of an index in global order (at --train-k, default the
  * first of --ks, and --train-mode or|and, default the first mode) with lists grown to the depths its queries
  * need by needs completed per byte (pruned: ISN_GPU_ADMIT_PREFIXES), its queries' visited blocks whole and
- * cheapest first (queries) or blocks by visits per byte (visits); or the capped prefixes;
+ * cheapest first (queries) or blocks by visits per byte (visits); or the capped prefixes; or, with no log, every
+ * list of more than one block below one document cut, the highest that fits (tier; the open line's tier_docs);
  * rows then count per
  * query the CPU completions, CPU fallbacks, queries answered on the device alone, those the tail bound
  * settled (bound_settled, completions_avoided) and the ranges it skipped;

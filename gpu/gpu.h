@@ -102,8 +102,9 @@ typedef struct {
      * queries of a real log name a term its training part never does. Off by default: with Debian's log
      * transplanted onto the 20M partition it answered more queries on the device and fewer a second. All then grow
      * the logged lists to whole lists and admit the lists the log never names, while the budget lasts.
-     * ISN_GPU_ADMIT_TIER: no log; every list's blocks below one document cut, the highest that fits
-     * (tier_admission.h), so that every query's coverage is at least the cut. */
+     * ISN_GPU_ADMIT_TIER: no log; the blocks below one document cut of every list of more than one block, the
+     * highest cut that fits (tier_admission.h), so that every query naming only such lists covers at least the cut;
+     * a query naming a list of one block is answered on the CPU. */
     int admission;
     uint32_t training_k; /* default 10 (at most max_k) */
     isn_mode training_mode; /* default ISN_MODE_OR */

@@ -494,6 +494,17 @@ static void test_tier_admission(void **state) {
         assert_true(whole.cpu > one_block);
     }
     assert_true(cuts[1] > cuts[0]);
+    /* in input order nothing is settled at the cut, and every query on the device is completed: still the CPU's */
+    isn_gpu_options o = cache_options(input_ix, 0.2, ISN_GPU_ADMIT_TIER, &train, 10, ISN_MODE_OR);
+    isn_gpu_backend *b = open_with(input_ix, &o);
+    static query_log input_log;
+    make_log(input_ix, 2, &input_log);
+    for (size_t i = 0; i < 2; i++) {
+        const outcome t = run_log(b, input_ix, &input_log, ks[i], ISN_MODE_OR);
+        assert_int_equal(t.mismatches, 0);
+        assert_true(t.completed > 0);
+    }
+    isn_gpu_close(b);
 }
 
 static int setup(void **state) {
