@@ -12,7 +12,7 @@
 #        (mismatches); at least MIN_BATCHES (16) batches a cell;
 #     2. the Debian index in global order (.devdata/idx-deb exported to CIFF and imported with --order global),
 #        debpkg's queries (first half trains, second half measured), OR, k 10: cached fraction 5, 10, 20, 35
-#        and 50% against the rate, both caches, MIN_BATCHES batches a cell too (the measured half is 592
+#        and 50% against the rate, the caches of DEB_CACHES (whole pruned tier), MIN_BATCHES batches a cell too (the measured half is 592
 #        queries: three batches of 256 would time AUTO's start-up).
 #   bash bench/gpu_cache_device.sh ab       on the GPU machine: the whole-list cache, the pruned cache and the tier
 #     (AB_CACHES, default "whole pruned tier") alternating, ROUNDS
@@ -171,7 +171,7 @@ device)
   tail -n +"$((half + 1))" "$D/debpkg.queries.tsv" >/tmp/isn-deb-measured.tsv
   for pct in 5 10 20 35 50; do
     f=0.$(printf %02d "$pct")
-    for cache in whole pruned; do
+    for cache in ${DEB_CACHES:-whole pruned tier}; do
       cpu_rate="--no-cpu-rate"
       [ "$pct$cache" = 5whole ] && cpu_rate="--cpu-seconds 2"
       run deb-$cache-$pct ${LIMIT:-60} --index "$DEBG" --queries /tmp/isn-deb-measured.tsv \
