@@ -249,7 +249,7 @@ static void test_devices_share_the_work(void **state) {
 }
 
 /* gpu.cache = tier with less device memory than the partition takes: /stats says how far every list is resident
- * (tier_docs) and that lists are cut, and every answer is still the CPU engine's, most on the device. */
+ * (tier_docs) and that lists are cut, and every answer is still the CPU engine's, some given by the device. */
 static void test_tier_cache(void **state) {
     (void)state;
     static char buf[1 << 16];
@@ -279,6 +279,7 @@ static int setup(void **state) {
     if (harness_open_offline(&h, &offline_index, &offline) != 0) return -1;
     char count[32];
     snprintf(count, sizeof count, "gpu.devices=%u", devices);
+    /* without the tier, the NULL in its place ends the options there */
     const char *extra[] = {"--set", "gpu.enable=true", "--set", "gpu.emulate=true", "--set", "gpu.route_all=true",
                            "--set", "gpu.max_k=100", "--set", count, "--workers", "0", "--set", "server.loops=1",
                            tier_cache_on ? "--set" : NULL, "gpu.cache=tier", "--set", "gpu.index_memory=1MiB", NULL};
