@@ -106,6 +106,11 @@ uint32_t gpu_setup_devices_expected(const isn_conf *conf) {
     return present + conf->gpu_sim_devices;
 }
 
+/* Whether the device's cache reads gpu.training_queries: the tier needs no log. */
+static bool reads_training_log(const isn_conf *conf) {
+    return conf->gpu_training_queries[0] && conf->gpu_cache != ISN_CONF_GPU_CACHE_TIER;
+}
+
 int gpu_setup_first_stage(const isn_index *index, const isn_conf *conf, isn_searcher *planner, const int *cpus,
                           uint32_t num_cpus, isn_gpu_backend **backends, uint32_t *num_backends, char *err, size_t err_len) {
     *num_backends = 0;
@@ -136,7 +141,9 @@ int gpu_setup_first_stage(const isn_index *index, const isn_conf *conf, isn_sear
     options.num_cpus = num_cpus;
     isn_query *training = NULL;
     uint32_t num_training = 0;
-    if (conf->gpu_training_queries[0]) {
+    if (conf->gpu_training_queries[0] && !reads_training_log(conf))
+        log_info("gpu: gpu.training_queries %s is not read: gpu.cache = tier needs no log", conf->gpu_training_queries);
+    if (reads_training_log(conf)) {
         if (load_training_log(planner, conf->gpu_training_queries, &training, &num_training, err, err_len) < 0)
             return -1;
         options.training_queries = training;
@@ -203,7 +210,7 @@ int gpu_first_stage_open(gpu_first_stage *gpu, index_generation *first, const is
         /* The devices get their backends from gpu_first_stage_move once the node serves on the CPU; what
          * would fail there whatever the device (the configuration, the training log) fails here. */
         if (check_gpu_conf(conf, err, err_len) < 0) return -1;
-        if (conf->gpu_training_queries[0]) {
+        if (reads_training_log(conf)) {
             isn_query *training = NULL;
             uint32_t num_training = 0;
             if (load_training_log(planner, conf->gpu_training_queries, &training, &num_training, err, err_len) < 0)

@@ -263,6 +263,7 @@ static void test_tier_cache(void **state) {
     assert_true(check_queries(10, ISN_MODE_OR) > 0);
     assert_true(check_queries(10, ISN_MODE_AND) > 0);
     assert_true(check_queries(100, ISN_MODE_OR) > 0);
+    assert_true(harness_log_has(&h, "gpu.cache = tier needs no log"));
 }
 
 /* ------------------------------------------------------------------ setup */
@@ -282,7 +283,9 @@ static int setup(void **state) {
     /* without the tier, the NULL in its place ends the options there */
     const char *extra[] = {"--set", "gpu.enable=true", "--set", "gpu.emulate=true", "--set", "gpu.route_all=true",
                            "--set", "gpu.max_k=100", "--set", count, "--workers", "0", "--set", "server.loops=1",
-                           tier_cache_on ? "--set" : NULL, "gpu.cache=tier", "--set", "gpu.index_memory=1MiB", NULL};
+                           tier_cache_on ? "--set" : NULL, "gpu.cache=tier", "--set", "gpu.index_memory=1MiB",
+                           /* the tier reads no log: a path that does not exist must not stop the node */
+                           "--set", "gpu.training_queries=/nonexistent/isn-tier-training.tsv", NULL};
     client = harness_start_connected(&h, extra, "gpu: ");
     /* ready on the CPU first; the GPU takes queries once its upload ends */
     if (client && !harness_wait_log(&h, "gpu: the first stage serves generation", 60000)) {
