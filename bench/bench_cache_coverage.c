@@ -8,8 +8,12 @@
  * orders of magnitude). The CPU answers the rest, so a cache's rate is bounded by the CPU's over the share left to
  * it, and two caches' rates differ by little more than the shares they leave. Every list is measured once in the
  * device layout (a pass over the partition's blocks).
- *   bench_cache_coverage --index DIR --train FILE.tsv --measured FILE.tsv */
+ * Per batch of --batch held-out queries (default 256, the device's batch) it also prints the bytes of the distinct
+ * such lists the batch names: what copying a batch's missing lists to the device, instead of answering their queries
+ * on the CPU, would move across the bus (the median and largest over the log's full batches).
+ *   bench_cache_coverage --index DIR --train FILE.tsv --measured FILE.tsv [--batch N] */
 #include <getopt.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,6 +59,11 @@ static int read_log(isn_searcher *s, const char *path, term_log *log) {
     return 0;
 }
 
+static int by_value(const void *a, const void *b) {
+    const uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
 static uint32_t band_of(uint64_t df) {
     uint32_t band = 0;
     while (df > 1 && band + 1 < DF_BANDS) df >>= 1, band++;
@@ -63,19 +72,27 @@ static uint32_t band_of(uint64_t df) {
 
 int main(int argc, char **argv) {
     const char *index_dir = NULL, *train_path = NULL, *measured_path = NULL;
+    unsigned long batch = 256;
     static const struct option opts[] = {
-        {"index", 1, 0, 'i'}, {"train", 1, 0, 't'}, {"measured", 1, 0, 'm'}, {0, 0, 0, 0}};
+        {"index", 1, 0, 'i'}, {"train", 1, 0, 't'}, {"measured", 1, 0, 'm'}, {"batch", 1, 0, 'b'}, {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
         case 'i': index_dir = optarg; break;
         case 't': train_path = optarg; break;
         case 'm': measured_path = optarg; break;
+        case 'b': {
+            char *end;
+            batch = strtoul(optarg, &end, 10);
+            if (*optarg == '\0' || *end != '\0' || batch == 0 || batch > UINT_MAX)
+                return fprintf(stderr, "bench_cache_coverage: --batch '%s' is not a positive query count\n", optarg), 2;
+            break;
+        }
         default: return 2;
         }
     }
     if (!index_dir || !train_path || !measured_path) {
-        fprintf(stderr, "usage: bench_cache_coverage --index DIR --train FILE.tsv --measured FILE.tsv\n");
+        fprintf(stderr, "usage: bench_cache_coverage --index DIR --train FILE.tsv --measured FILE.tsv [--batch N]\n");
         return 2;
     }
     char err[256];
@@ -88,7 +105,11 @@ int main(int argc, char **argv) {
     const uint32_t nt = isn_index_get_info(ix)->num_terms;
     uint32_t *namings = calloc(nt ? nt : 1, sizeof *namings);
     uint64_t *list_bytes = malloc((nt ? nt : 1) * sizeof *list_bytes);
-    if (!namings || !list_bytes) return fprintf(stderr, "bench_cache_coverage: out of memory\n"), 1;
+    /* the batch that last counted a list, plus one: a list named twice in a batch crosses the bus once */
+    uint32_t *counted_in = calloc(nt ? nt : 1, sizeof *counted_in);
+    const uint32_t full_batches = measured.n / (uint32_t)batch;
+    uint64_t *batch_bytes = calloc(full_batches ? full_batches : 1, sizeof *batch_bytes);
+    if (!namings || !list_bytes || !counted_in || !batch_bytes) return fprintf(stderr, "bench_cache_coverage: out of memory\n"), 1;
     for (uint32_t i = 0; i < train.first[train.n - 1] + train.num[train.n - 1]; i++) namings[train.terms[i]]++;
     uint32_t all_named = 0, by_band[DF_BANDS] = {0};
     uint64_t missing = 0, missing_bytes = 0, postings = 0, device_bytes = 0;
@@ -107,6 +128,11 @@ int main(int argc, char **argv) {
             isn_index_term_stats(ix, term, &st);
             missing += st.df;
             missing_bytes += list_bytes[term];
+            const uint32_t in_batch = q / (uint32_t)batch;
+            if (in_batch < full_batches && counted_in[term] != in_batch + 1) {
+                counted_in[term] = in_batch + 1;
+                batch_bytes[in_batch] += list_bytes[term];
+            }
             longest = st.df > longest ? st.df : longest;
         }
         if (longest) by_band[band_of(longest)]++;
@@ -121,7 +147,16 @@ int main(int argc, char **argv) {
     bool first = true;
     for (uint32_t b = 0; b < DF_BANDS; b++)
         if (by_band[b]) printf("%s\"df_2^%u\": %u", first ? "" : ", ", b, by_band[b]), first = false;
-    printf("}}\n");
+    printf("}, \"batch\": %lu, \"full_batches\": %u", batch, full_batches);
+    if (full_batches) {
+        qsort(batch_bytes, full_batches, sizeof *batch_bytes, by_value);
+        printf(", \"missing_device_bytes_per_batch_median\": %llu, \"missing_device_bytes_per_batch_max\": %llu",
+               (unsigned long long)batch_bytes[(full_batches - 1) / 2],
+               (unsigned long long)batch_bytes[full_batches - 1]);
+    }
+    printf("}\n");
+    free(counted_in);
+    free(batch_bytes);
     free(namings);
     free(list_bytes);
     isn_searcher_free(s);
