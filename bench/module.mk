@@ -184,7 +184,8 @@ loop-cost: $(PROGRAMS) $$(SAMPLE_INDEX)/index.isn
 # make bench-cache-coverage: how much of Debian's log a list cache trained on its first half can answer (issue 41)
 # on a synthetic partition of COVERAGE_DOCS documents (default 2,000,000) fitted to the Debian index that make bench builds,
 # the log transplanted (isn-index synth --transplant-queries): the held-out queries naming only trained lists, and
-# the postings and device bytes of the lists they name that the training half does not. JSON in
+# the postings and device bytes of the lists they name that the training half does not (per query, and per batch of
+# 256 the distinct ones: what copying them to the device would move across the bus). JSON in
 # $(BUILD)/bench/cache_coverage.json.
 COVERAGE_DOCS ?= 2000000
 bench-cache-coverage: $(BUILD)/bin/isn-index $(BUILD)/bench/bench_cache_coverage
