@@ -109,7 +109,8 @@ int main(int argc, char **argv) {
     uint32_t *counted_in = calloc(nt ? nt : 1, sizeof *counted_in);
     const uint32_t full_batches = measured.n / (uint32_t)batch;
     uint64_t *batch_bytes = calloc(full_batches ? full_batches : 1, sizeof *batch_bytes);
-    if (!namings || !list_bytes || !counted_in || !batch_bytes) return fprintf(stderr, "bench_cache_coverage: out of memory\n"), 1;
+    if (!namings || !list_bytes || !counted_in || !batch_bytes)
+        return fprintf(stderr, "bench_cache_coverage: out of memory\n"), 1;
     for (uint32_t i = 0; i < train.first[train.n - 1] + train.num[train.n - 1]; i++) namings[train.terms[i]]++;
     uint32_t all_named = 0, by_band[DF_BANDS] = {0};
     uint64_t missing = 0, missing_bytes = 0, postings = 0, device_bytes = 0;
