@@ -141,13 +141,13 @@ int gpu_setup_first_stage(const isn_index *index, const isn_conf *conf, isn_sear
     options.num_cpus = num_cpus;
     isn_query *training = NULL;
     uint32_t num_training = 0;
-    if (conf->gpu_training_queries[0] && !reads_training_log(conf))
-        log_info("gpu: gpu.training_queries %s is not read: gpu.cache = tier needs no log", conf->gpu_training_queries);
     if (reads_training_log(conf)) {
         if (load_training_log(planner, conf->gpu_training_queries, &training, &num_training, err, err_len) < 0)
             return -1;
         options.training_queries = training;
         options.num_training_queries = num_training;
+    } else if (conf->gpu_training_queries[0]) {
+        log_info("gpu: gpu.training_queries %s is not read: gpu.cache = tier needs no log", conf->gpu_training_queries);
     }
     for (uint32_t d = 0; d < conf->gpu_devices; d++) {
         char why[512];

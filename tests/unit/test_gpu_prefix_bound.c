@@ -436,6 +436,14 @@ static bool names_one_block_list(isn_index *ix, const isn_query *q) {
     return false;
 }
 
+/* The tier at `fraction` of ix's device bytes, opened without a training log: it reads none. */
+static isn_gpu_backend *open_tier(isn_index *ix, double fraction, isn_gpu_options *o) {
+    static const query_log no_log;
+    *o = cache_options(ix, fraction, ISN_GPU_ADMIT_TIER, &no_log, 10, ISN_MODE_OR);
+    o->training_queries = NULL;
+    return open_with(ix, o);
+}
+
 /* The tier admission (no training log): every list of more than one block resident below one cut, within the
  * budget. Every query naming only such lists is answered on the device, the CPU completing what the cut does
  * not settle, and only queries naming a list of one block go to the CPU whole; every answer the CPU's, OR and AND,
@@ -466,10 +474,8 @@ static void test_tier_admission(void **state) {
     static const uint32_t ks[] = {10, 1000};
     uint32_t cuts[2];
     for (size_t f = 0; f < 2; f++) {
-        isn_gpu_options o = cache_options(prior_ix, fractions[f], ISN_GPU_ADMIT_TIER, &train, 10, ISN_MODE_OR);
-        o.training_queries = NULL;
-        o.num_training_queries = 0;
-        isn_gpu_backend *b = open_with(prior_ix, &o);
+        isn_gpu_options o;
+        isn_gpu_backend *b = open_tier(prior_ix, fractions[f], &o);
         isn_gpu_health h;
         isn_gpu_health_get(b, &h);
         assert_true(h.bytes_resident <= o.memory_budget);
@@ -495,8 +501,8 @@ static void test_tier_admission(void **state) {
     }
     assert_true(cuts[1] > cuts[0]);
     /* in input order nothing is settled at the cut, and every query on the device is completed: still the CPU's */
-    isn_gpu_options o = cache_options(input_ix, 0.2, ISN_GPU_ADMIT_TIER, &train, 10, ISN_MODE_OR);
-    isn_gpu_backend *b = open_with(input_ix, &o);
+    isn_gpu_options o;
+    isn_gpu_backend *b = open_tier(input_ix, 0.2, &o);
     static query_log input_log;
     make_log(input_ix, 2, &input_log);
     for (size_t i = 0; i < 2; i++) {
