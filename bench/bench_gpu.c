@@ -7,7 +7,7 @@
  *             [--inflight N] [--no-seed] [--exhaustive | --pruned] [--cpu-seconds S] [--min-batches N]
  *             [--filter F [--interleave N] [--no-filter-seed]] [--write-buckets N]
  *             [--budget-mb M | --budget-fraction F] [--cache whole|pruned|queries|visits|capped|tier] [--train-queries FILE]
- *             [--train-k K] [--train-mode or|and] [--prefix-cap C] [--prior-weight W]
+ *             [--train-k K] [--train-mode or|and] [--prefix-cap C] [--prior-weight W] [--stream-mb M]
  * Disjunctive requests carry the CPU's threshold probe (isn_threshold_probe, k <= 64; a filtered query's
  * scores only the documents its filter keeps), as isnd's cost model hands it to the device; its time per query
  * is reported apart (isnd computes it anyway), and "seeded" counts the requests it gave a seed.
@@ -51,7 +51,10 @@
  * --prior-weight W (default 0) weights the index's static prior in every score (isn_search_options.prior_weight):
  * every GPU request and the CPU's baseline carry it, the seeds are the prior's probe (isn_threshold_probe_prior,
  * threshold_with_prior), a pruned-prefix cache's replay weights it (isn_gpu_options.training_prior_weight), and
- * every JSON line says the weight. */
+ * every JSON line says the weight.
+ * --stream-mb M streams, with a cache, the lists a batch's queries need and the device does not hold whole into a
+ * staging region of M MiB per stream (isn_gpu_options.stream_mb; the open line's stream_bytes, beside the budget):
+ * rows count per query those answered with streamed lists, and per batch the lists and bytes streamed. */
 #include <getopt.h>
 #include <math.h>
 #include <pthread.h>
@@ -286,6 +289,9 @@ static int gpu_row(variant *v, isn_mode mode, uint32_t k, uint32_t bs, uint32_t 
         sum.cpu_queries += st.cpu_queries;
         sum.cpu_early += st.cpu_early;
         sum.prefix_queries += st.prefix_queries;
+        sum.queries_streamed += st.queries_streamed;
+        sum.lists_streamed += st.lists_streamed;
+        sum.bytes_streamed += st.bytes_streamed;
         sum.prefix_cpu_postings += st.prefix_cpu_postings;
         sum.bound_settled += st.bound_settled;
         sum.completions_avoided += st.completions_avoided;
@@ -329,7 +335,8 @@ static int gpu_row(variant *v, isn_mode mode, uint32_t k, uint32_t bs, uint32_t 
            "\"cpu_answered\": %u, \"cpu_early\": %u, \"cpu_fallbacks\": {%s}, \"prefix_completed\": %u, "
            "\"prefix_cpu_postings\": %llu, \"bound_settled\": %u, \"completions_avoided\": %u, "
            "\"ranges_bound_skipped_per_query\": %.2f, \"per_query\": {\"cpu_completions\": %.4f, \"cpu_fallbacks\": %.4f, "
-           "\"device_only\": %.4f, \"postings_decoded\": %.1f, \"postings_scored\": %.1f, \"cpu_postings\": %.1f}, "
+           "\"device_only\": %.4f, \"postings_decoded\": %.1f, \"postings_scored\": %.1f, \"cpu_postings\": %.1f, "
+           "\"streamed\": %.4f}, \"streamed_per_batch\": {\"lists\": %.1f, \"mb\": %.3f}, "
            "\"probe_us_per_query\": %.2f, \"batches\": %u, \"pruned_batches\": %u, "
            "\"host_ms_per_batch\": {\"submit\": %.4f, \"complete\": %.4f}, "
            "\"accumulators\": {\"bounds\": %u, \"narrow\": %u, \"compact\": %u, \"wide\": %u, \"unreported\": %u}}\n",
@@ -352,7 +359,8 @@ static int gpu_row(variant *v, isn_mode mode, uint32_t k, uint32_t bs, uint32_t 
            sum.prefix_queries, (unsigned long long)sum.prefix_cpu_postings, sum.bound_settled, sum.completions_avoided,
            (double)sum.ranges_bound_skipped / n, (double)sum.prefix_queries / n, (double)sum.cpu_queries / n,
            (double)(on_device - sum.prefix_queries) / n, (double)sum.postings_decoded / n, (double)sum.postings_scored / n,
-           (double)sum.prefix_cpu_postings / n,
+           (double)sum.prefix_cpu_postings / n, (double)sum.queries_streamed / n, (double)sum.lists_streamed / nbatches,
+           (double)sum.bytes_streamed / nbatches / 1048576.0,
            v->probe_s / v->log.n * 1e6, nbatches, pruned_batches, host_submit_s * 1e3 / nbatches,
            host_complete_s * 1e3 / nbatches, sum.accumulator_queries[ISN_GPU_ACC_BOUNDS],
            sum.accumulator_queries[ISN_GPU_ACC_NARROW],
@@ -376,6 +384,7 @@ int main(int argc, char **argv) {
     int pruning = ISN_GPU_PRUNE_AUTO;
     uint32_t buckets = 0, interleave = 0;
     float prior_weight = 0.0f;
+    const char *stream_mb = NULL;
     char *filter_text = NULL;
     isn_filter_spec filter;
     const char *filter_values[64];
@@ -392,7 +401,8 @@ int main(int argc, char **argv) {
                                          {"interleave", 1, 0, 'I'},   {"no-filter-seed", 0, 0, 'Z'},
                                          {"cache", 1, 0, 'K'},          {"budget-fraction", 1, 0, 'Y'},
                                          {"train-k", 1, 0, 'J'},        {"train-mode", 1, 0, 'O'},
-                                         {"prior-weight", 1, 0, 'V'},   {0, 0, 0, 0}};
+                                         {"prior-weight", 1, 0, 'V'},   {"stream-mb", 1, 0, 'U'},
+                                         {0, 0, 0, 0}};
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
@@ -425,6 +435,7 @@ int main(int argc, char **argv) {
         case 'J': train_k = (uint32_t)atoi(optarg); break;
         case 'O': train_mode = optarg; break;
         case 'V': prior_weight = strtof(optarg, NULL); break;
+        case 'U': stream_mb = optarg; break;
         case 'M': modes[0] = strstr(optarg, "or") != NULL; modes[1] = strstr(optarg, "and") != NULL; break;
         default: return 2;
         }
@@ -447,6 +458,10 @@ int main(int argc, char **argv) {
         return fprintf(stderr, "bench_gpu: --budget-fraction must be in (0, 1), got %g\n", budget_fraction), 2;
     if (train_mode && strcmp(train_mode, "or") && strcmp(train_mode, "and"))
         return fprintf(stderr, "bench_gpu: --train-mode must be or or and, got '%s'\n", train_mode), 2;
+    char *stream_end = NULL;
+    const unsigned long stream_mib = stream_mb ? strtoul(stream_mb, &stream_end, 10) : 0;
+    if (stream_mb && (stream_end == stream_mb || *stream_end || stream_mib == 0 || stream_mib > 65536))
+        return fprintf(stderr, "bench_gpu: --stream-mb must be a whole number of MiB in 1..65536, got '%s'\n", stream_mb), 2;
     if (!(prior_weight >= 0.0f) || isinf(prior_weight))
         return fprintf(stderr, "bench_gpu: --prior-weight must be a finite weight >= 0, got %g\n", (double)prior_weight), 2;
     char err[512];
@@ -474,6 +489,7 @@ int main(int argc, char **argv) {
     go.double_accumulators = double_acc;
     go.streams = inflight;
     go.pruning = pruning;
+    go.stream_mb = (uint32_t)stream_mib;
     query_log train = {0};
     if (train_path && (load_queries(ix, train_path, 65536, NULL, &train) != 0 || train.n == 0))
         return fprintf(stderr, "bench_gpu: no usable training query in %s\n", train_path), 1;
@@ -527,13 +543,13 @@ int main(int argc, char **argv) {
                "\"queries\": %u, \"index_bytes\": %llu, \"bytes_resident\": %llu, \"terms_resident\": %u, \"terms_prefix\": %u, "
                "\"terms\": %u, \"open_seconds\": %.3f, \"warmup_ms\": %.3f, \"attribute_bytes\": %llu, \"filter\": \"%s\", "
                "\"cache\": \"%s\", \"budget_fraction\": %.4f, \"train_k\": %u, \"train_mode\": \"%s\", \"prior_weight\": %g, "
-               "\"static_score_bytes\": %llu, \"tier_docs\": %u}\n",
+               "\"static_score_bytes\": %llu, \"tier_docs\": %u, \"stream_bytes\": %llu}\n",
                sides[v].label, h.device_name, info->num_docs, (unsigned long long)info->num_postings, log.n,
                (unsigned long long)h.index_bytes, (unsigned long long)h.bytes_resident, h.terms_resident, h.terms_prefix,
                h.terms_total, t_open, h.warmup_ms, (unsigned long long)h.attribute_bytes,
                filter_text && v == 0 ? filter_text : "", cache ? cache : "default", budget_fraction, go.training_k,
                go.training_mode == ISN_MODE_AND ? "and" : "or", (double)prior_weight,
-               (unsigned long long)h.static_score_bytes, h.tier_docs);
+               (unsigned long long)h.static_score_bytes, h.tier_docs, (unsigned long long)h.stream_bytes);
         fflush(stdout);
         sides[v].cpu_hits = malloc((size_t)log.n * max_k * sizeof *sides[v].cpu_hits);
         sides[v].cpu_n = malloc(log.n * sizeof *sides[v].cpu_n);

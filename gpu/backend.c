@@ -55,6 +55,81 @@ static void mark_unhealthy(isn_gpu_backend *b, const char *why) {
     fprintf(stderr, "isn gpu: device marked unhealthy, serving on the CPU: %s\n", why);
 }
 
+/* Whether the device may hold a term's list for a batch: some of it resident, or all of it streamed (an empty list
+ * has nothing to stream). */
+static bool may_reach(const isn_gpu_backend *b, uint32_t term) {
+    if (b->term_blocks[term] > 0) return true;
+    if (!b->stage_bytes) return false;
+    isn_term_stats st;
+    isn_index_term_stats(b->index, term, &st);
+    return st.num_blocks > 0;
+}
+
+/* Bytes of a list in the host layout of every list (isn_gpu_backend.stream_payload): from its first block's offset to
+ * its last block's end. */
+static uint64_t streamed_list_bytes(const isn_gpu_backend *b, const isn_term_stats *st) {
+    const isn_block_meta *first = &b->stream_blocks[st->first_block], *last = first + st->num_blocks - 1;
+    const uint32_t n = gpu_block_count(st->df, st->num_blocks, st->num_blocks - 1);
+    return gpu_layout_offset(last->offset) + gpu_layout_block_bytes(n, gpu_layout_doc_bits(last->offset)) -
+           gpu_layout_offset(first->offset);
+}
+
+/* Streaming: every list of the query that the device does not hold whole goes into the batch's staging region
+ * (stream_slot.stage), unless this batch streams it already; all of them, or (when they do not fit what is left of
+ * the region) none. Whether the device then holds all of the query's lists whole. */
+static bool stream_query_lists(isn_gpu_backend *b, stream_slot *s, uint32_t slot, const uint32_t *ids,
+                               const isn_query_term *terms, uint32_t num_terms) {
+    uint64_t bytes = 0, blocks = 0;
+    bool needed = false;
+    for (uint32_t t = 0; t < num_terms; t++) {
+        const uint32_t id = ids ? ids[t] : terms[t].term_id;
+        isn_term_stats st;
+        isn_index_term_stats(b->index, id, &st);
+        if (b->term_blocks[id] == st.num_blocks || b->staged_term[id] == b->stage_epoch) continue;
+        needed = true;
+        bytes += streamed_list_bytes(b, &st);
+        blocks += st.num_blocks;
+    }
+    if (!needed) return true;
+    if (s->stage_used + bytes + GPU_PAYLOAD_PAD > b->stage_bytes || s->stage_blocks_used + blocks > b->stage_blocks)
+        return false;
+    uint64_t index_blocks;
+    isn_index_block_metas(b->index, &index_blocks);
+    const gpu_upload layout = {.payload_bytes = b->device_payload_bytes, .num_blocks = index_blocks,
+                               .stage_bytes = b->stage_bytes, .stage_blocks = b->stage_blocks};
+    for (uint32_t t = 0; t < num_terms; t++) {
+        const uint32_t id = ids ? ids[t] : terms[t].term_id;
+        isn_term_stats st;
+        isn_index_term_stats(b->index, id, &st);
+        if (b->term_blocks[id] == st.num_blocks || b->staged_term[id] == b->stage_epoch) continue;
+        const uint64_t list_bytes = streamed_list_bytes(b, &st);
+        gpu_stage_list *l = &s->stage[s->batch.num_stage++];
+        *l = (gpu_stage_list){.host_block = st.first_block,
+                              .host_offset = gpu_layout_offset(b->stream_blocks[st.first_block].offset),
+                              .stage_offset = gpu_stage_payload_base(&layout, slot) + s->stage_used,
+                              .bytes = list_bytes,
+                              .stage_block = (uint32_t)(gpu_stage_block_base(&layout, slot) + s->stage_blocks_used),
+                              .num_blocks = st.num_blocks};
+        b->staged_term[id] = b->stage_epoch;
+        b->staged_at[id] = l->stage_block;
+        s->stage_used += list_bytes;
+        s->stage_blocks_used += st.num_blocks;
+    }
+    return true;
+}
+
+/* The blocks of a term's list the device holds for this batch: streamed whole, or resident (all, a prefix). */
+static void device_list(const isn_gpu_backend *b, uint32_t id, const isn_term_stats *st, uint32_t *first,
+                        uint32_t *blocks) {
+    if (b->stage_bytes && b->staged_term[id] == b->stage_epoch) {
+        *first = b->staged_at[id];
+        *blocks = st->num_blocks;
+        return;
+    }
+    *first = (uint32_t)st->first_block;
+    *blocks = b->term_blocks[id];
+}
+
 /* Why the device cannot answer this query tree exactly; NULL when it can (the tree then in *form). */
 static const char *tree_refusal(const isn_gpu_backend *b, const isn_gpu_request *r, uint64_t num_docs,
                                 gpu_tree_form *form) {
@@ -63,7 +138,7 @@ static const char *tree_refusal(const isn_gpu_backend *b, const isn_gpu_request 
     if (form->empty) return fallback_text[ISN_GPU_FALLBACK_EMPTY_QUERY];
     if (r->k > b->options.max_k) return fallback_text[ISN_GPU_FALLBACK_K_ABOVE_MAX];
     for (uint32_t t = 0; t < form->num_terms; t++) {
-        if (b->term_blocks[form->term_ids[t]] == 0) return fallback_text[ISN_GPU_FALLBACK_NOT_RESIDENT];
+        if (!may_reach(b, form->term_ids[t])) return fallback_text[ISN_GPU_FALLBACK_NOT_RESIDENT];
         if (t + form->num_excluded < form->num_terms && !(form->weights[t] > 0.0f))
             return fallback_text[ISN_GPU_FALLBACK_NONPOSITIVE_WEIGHT];
     }
@@ -88,7 +163,7 @@ static const char *device_refusal(const isn_gpu_backend *b, const isn_gpu_reques
         return fallback_text[ISN_GPU_FALLBACK_TOO_MANY_TERMS];
     for (uint32_t t = 0; t < r->query->num_terms; t++) {
         const isn_query_term *qt = &r->query->terms[t];
-        if (b->term_blocks[qt->term_id] == 0) return fallback_text[ISN_GPU_FALLBACK_NOT_RESIDENT];
+        if (!may_reach(b, qt->term_id)) return fallback_text[ISN_GPU_FALLBACK_NOT_RESIDENT];
         if (!(isn_bm25_idf(num_docs, qt->df) > 0.0f)) return fallback_text[ISN_GPU_FALLBACK_NONPOSITIVE_WEIGHT];
     }
     return NULL;
@@ -253,6 +328,14 @@ static int submit_batch(isn_gpu_backend *b, isn_gpu_request *requests, uint32_t 
     s->submitted_at = gpu_backend_now_ms();
     s->pruned = choose_pruning(b, n);
     s->num_early_completions = 0;
+    s->batch.num_stage = 0;
+    s->stage_used = 0;
+    s->stage_blocks_used = 0;
+    s->queries_streamed = 0;
+    if (b->stage_bytes && ++b->stage_epoch == 0) { /* a new number for this batch's streamed lists */
+        memset(b->staged_term, 0, isn_index_get_info(b->index)->num_terms * sizeof *b->staged_term);
+        b->stage_epoch = 1;
+    }
     uint32_t nq = 0, nterms = 0, hits = 0, num_range = 0, nfilters = 0, nvalues = 0;
     uint32_t index_docs = isn_index_get_info(b->index)->num_docs;
     for (uint32_t i = 0; i < n; i++) {
@@ -282,27 +365,6 @@ static int submit_batch(isn_gpu_backend *b, isn_gpu_request *requests, uint32_t 
             const bool counts_matches = tree && tree->num_excluded + tree->num_required > 0 && !conjunctive;
             const bool and_mode = tree ? conjunctive : r->mode == ISN_MODE_AND;
             uint64_t num_docs = r->num_docs ? r->num_docs : index_docs;
-            /* resident postings per term, and the coverage: below it every resident prefix is whole */
-            uint32_t driver = 0, driver_df = UINT32_MAX, limit = index_docs, match_end = index_docs;
-            for (uint32_t t = 0; t < num_terms; t++) {
-                uint32_t id = tree ? tree->term_ids[t] : r->query->terms[t].term_id;
-                isn_term_stats st;
-                isn_index_term_stats(b->index, id, &st);
-                uint32_t df = st.df;
-                if (st.num_blocks) { /* where the list ends, whole or not */
-                    const uint32_t end = b->index_blocks[st.first_block + st.num_blocks - 1].last_doc + 1;
-                    match_end = end < match_end ? end : match_end;
-                }
-                if (b->term_blocks[id] < st.num_blocks) {
-                    df = b->term_blocks[id] * ISN_BLOCK_SIZE;
-                    uint32_t covered = b->index_blocks[st.first_block + b->term_blocks[id] - 1].last_doc + 1;
-                    limit = covered < limit ? covered : limit;
-                }
-                if (df < driver_df) {
-                    driver_df = df;
-                    driver = t;
-                }
-            }
             /* trees with match counts take the range passes (the counts live there) */
             if (path == GPU_PATH_RANGES)
                 s->path_of[i] = and_mode && !b->no_probe ? GPU_PATH_PROBE : GPU_PATH_RANGES;
@@ -316,6 +378,45 @@ static int submit_batch(isn_gpu_backend *b, isn_gpu_request *requests, uint32_t 
                          nvalues + tree->num_values > b->max_filter_values)) {
                 r->fallback_reason = fallback_text[ISN_GPU_FALLBACK_FILTER_BUDGET];
                 continue;
+            }
+            /* streaming: the lists not resident whole come with the batch, when they fit; a query with a list not
+             * resident at all is the CPU's otherwise, one with prefixes is completed on the CPU as without streaming */
+            if (b->stage_bytes) {
+                const bool whole = stream_query_lists(b, s, (uint32_t)ticket, tree ? tree->term_ids : NULL,
+                                                      r->query->terms, num_terms);
+                bool absent = false, streamed = false;
+                for (uint32_t t = 0; t < num_terms; t++) {
+                    const uint32_t id = tree ? tree->term_ids[t] : r->query->terms[t].term_id;
+                    absent = absent || b->term_blocks[id] == 0;
+                    streamed = streamed || b->staged_term[id] == b->stage_epoch;
+                }
+                if (!whole && absent) {
+                    r->fallback_reason = fallback_text[ISN_GPU_FALLBACK_NOT_RESIDENT];
+                    continue;
+                }
+                s->queries_streamed += whole && streamed;
+            }
+            /* resident postings per term, and the coverage: below it every resident prefix is whole */
+            uint32_t driver = 0, driver_df = UINT32_MAX, limit = index_docs, match_end = index_docs;
+            for (uint32_t t = 0; t < num_terms; t++) {
+                uint32_t id = tree ? tree->term_ids[t] : r->query->terms[t].term_id;
+                isn_term_stats st;
+                isn_index_term_stats(b->index, id, &st);
+                uint32_t df = st.df, first, held;
+                device_list(b, id, &st, &first, &held);
+                if (st.num_blocks) { /* where the list ends, whole or not */
+                    const uint32_t end = b->index_blocks[st.first_block + st.num_blocks - 1].last_doc + 1;
+                    match_end = end < match_end ? end : match_end;
+                }
+                if (held < st.num_blocks) {
+                    df = held * ISN_BLOCK_SIZE;
+                    uint32_t covered = b->index_blocks[st.first_block + held - 1].last_doc + 1;
+                    limit = covered < limit ? covered : limit;
+                }
+                if (df < driver_df) {
+                    driver_df = df;
+                    driver = t;
+                }
             }
             gpu_query *q = &s->queries[nq];
             memset(q, 0, sizeof *q);
@@ -384,17 +485,19 @@ static int submit_batch(isn_gpu_backend *b, isn_gpu_request *requests, uint32_t 
                 const uint32_t id = tree ? tree->term_ids[t] : r->query->terms[t].term_id;
                 isn_term_stats st;
                 isn_index_term_stats(b->index, id, &st);
-                uint32_t resident = b->term_blocks[id];
+                uint32_t first, resident;
+                device_list(b, id, &st, &first, &resident);
                 float weight = tree ? tree->weights[t]
                                     : isn_bm25_idf(num_docs, r->query->terms[t].df) * (float)r->query->terms[t].count;
                 own_stats = own_stats && (tree || r->query->terms[t].df == st.df);
                 s->terms[nterms + t] = (gpu_term){
-                    .first_block = (uint32_t)st.first_block,
+                    .first_block = first,
                     .num_blocks = resident,
                     /* a cut list's resident blocks are all full */
                     .df = resident < st.num_blocks ? resident * ISN_BLOCK_SIZE : st.df,
                     .weight = weight,
-                    .max_score = weight * b->term_max_part[id],
+                    /* a streamed list is whole: its bound is the list's */
+                    .max_score = weight * (resident == b->term_blocks[id] ? b->term_max_part[id] : st.max_tf_part),
                 };
                 s->tail_terms[nterms + t] = (tail_term){(uint32_t)st.first_block, st.num_blocks, weight};
                 if (weight > 0.0f) { /* an excluded term scores nothing */
@@ -492,7 +595,7 @@ static int submit_batch(isn_gpu_backend *b, isn_gpu_request *requests, uint32_t 
                            .num_filters = nfilters, .filter_values = s->filter_values,
                            .num_filter_values = nvalues, .total_hits = hits,
                            .total_candidates = (uint32_t)pool_offset, .results = s->results,
-                           .hits = s->hits};
+                           .hits = s->hits, .stage = s->stage, .num_stage = s->batch.num_stage};
     s->bytes_staged = nq * sizeof(gpu_query) + nterms * sizeof(gpu_term) + nfilters * sizeof(gpu_filter) +
                       nvalues * sizeof(uint32_t);
     start_early_answers(b, s);
@@ -751,6 +854,11 @@ int isn_gpu_complete(isn_gpu_backend *b, int ticket, isn_gpu_batch_stats *stats,
     cpu_crew_run(b->crew, fallback_tasks, answer_fallback, &cb);
     cpu_crew_finish(b->crew, &s->early_run);
     st.queries = s->num_requests;
+    st.queries_streamed = device_ok ? s->queries_streamed : 0;
+    st.lists_streamed = s->batch.num_stage;
+    st.bytes_streamed = s->stage_used;
+    b->health.queries_streamed += st.queries_streamed;
+    b->health.bytes_streamed += st.bytes_streamed;
     const double now = gpu_backend_now_ms();
     st.ms_total = now - s->submitted_at;
     b->health.seconds_device_wait += st.ms_device_wait / 1e3;

@@ -59,6 +59,10 @@ typedef struct {
     gpu_query_result *results;
     isn_hit *hits;
     gpu_batch batch;
+    gpu_stage_list *stage; /* the lists streamed for this batch (max_terms entries with streaming) */
+    uint64_t stage_used;   /* bytes of the staging region they take */
+    uint32_t stage_blocks_used;
+    uint32_t queries_streamed;
     double submitted_at;
     uint64_t bytes_staged;
     bool pruned; /* this batch prunes (choose_pruning) */
@@ -112,6 +116,18 @@ struct isn_gpu_backend {
     uint32_t lead_prune;
     bool lead_stop;
     gpu_zones zones; /* of the resident attribute columns (attribute_zones.h) */
+    /* Streaming (isn_gpu_options.stream_mb; stage_bytes 0: none): every list laid out on the host, with its block
+     * metadata and suffix maxima (page-aligned, kept while the device lives: it reads them), and each stream's staging
+     * region. A submission numbers itself (stage_epoch); staged_term[t] == stage_epoch says term t is streamed for it,
+     * its blocks' metadata from staged_at[t] (gpu_stage_list). */
+    uint8_t *stream_payload;
+    uint64_t stream_payload_bytes;
+    isn_block_meta *stream_blocks;
+    float *stream_suffix;
+    uint64_t stage_bytes;
+    uint32_t stage_blocks;
+    uint32_t stage_epoch;
+    uint32_t *staged_term, *staged_at;
     uint32_t report_stride; /* the devices' report slots a (query, range): gpu_upload.report_stride */
     isn_gpu_health health;
     stream_slot slots[MAX_STREAMS];

@@ -29,6 +29,59 @@ static int cmp_value_desc(const void *a, const void *b) {
  * costs a CPU completion. */
 #define PREFIX_MIN_BLOCKS 8u
 
+/* Page-aligned (the CUDA device maps it for its gather kernel), zeroed past `bytes`; NULL when out of memory. */
+static void *alloc_pages(uint64_t bytes) {
+    const uint64_t rounded = (bytes + 4095u) / 4096u * 4096u;
+    void *p = aligned_alloc(4096, rounded ? rounded : 4096);
+    if (p && rounded > bytes) memset((uint8_t *)p + bytes, 0, rounded - bytes);
+    return p;
+}
+
+/* Streaming (isn_gpu_options.stream_mb): every list laid out on the host as the device reads it (total bytes), with
+ * its own copy of the block metadata and the blocks' suffix maxima, which the device copies batches' missing lists
+ * from (gpu_stage_list); and each stream's staging region: stream_mb MiB of payload and metadata for as many blocks
+ * as that payload holds at the layout's mean block size, twice over. 0, or -1 with err. */
+static int lay_out_streaming(isn_gpu_backend *b, const uint8_t *widths, uint64_t total, uint32_t threads, char *err,
+                             size_t err_len) {
+    const isn_index *ix = b->index;
+    const uint32_t nt = isn_index_get_info(ix)->num_terms;
+    uint64_t num_blocks;
+    const isn_block_meta *blocks = isn_index_block_metas(ix, &num_blocks);
+    uint32_t *whole = malloc((nt ? nt : 1) * sizeof *whole);
+    b->stream_payload = alloc_pages(total);
+    b->stream_blocks = alloc_pages(num_blocks * sizeof *b->stream_blocks);
+    b->staged_term = malloc((nt ? nt : 1) * sizeof *b->staged_term);
+    b->staged_at = malloc((nt ? nt : 1) * sizeof *b->staged_at);
+    const bool suffixes = b->static_scores && gpu_backend_leads_ranges(ix);
+    if (suffixes) b->stream_suffix = alloc_pages(num_blocks * sizeof *b->stream_suffix);
+    if (!whole || !b->stream_payload || !b->stream_blocks || !b->staged_term || !b->staged_at ||
+        (suffixes && !b->stream_suffix)) {
+        free(whole);
+        snprintf(err, err_len, "GPU backend: out of memory for the %llu-byte host layout that streaming copies from",
+                 (unsigned long long)total);
+        return -1;
+    }
+    for (uint32_t t = 0; t < nt; t++) {
+        isn_term_stats st;
+        isn_index_term_stats(ix, t, &st);
+        whole[t] = st.num_blocks;
+        b->staged_term[t] = 0;
+    }
+    memcpy(b->stream_blocks, blocks, num_blocks * sizeof *blocks);
+    const int rc = gpu_layout_write(ix, widths, whole, b->stream_payload, b->stream_blocks, threads, err, err_len);
+    free(whole);
+    if (rc != 0) return -1;
+    if (suffixes) memcpy(b->stream_suffix, b->tails.suffix_max, num_blocks * sizeof *b->stream_suffix);
+    b->stream_payload_bytes = total;
+    b->stage_bytes = ((uint64_t)b->options.stream_mb << 20) / 16u * 16u;
+    const uint64_t mean_block = num_blocks ? (total + num_blocks - 1) / num_blocks : 1;
+    const uint64_t stage_blocks = 2u * b->stage_bytes / (mean_block ? mean_block : 1) + 1u;
+    b->stage_blocks = stage_blocks < UINT32_MAX / MAX_STREAMS ? (uint32_t)stage_blocks : UINT32_MAX / MAX_STREAMS;
+    b->health.stream_bytes = b->options.streams * (b->stage_bytes + (uint64_t)b->stage_blocks *
+                                                                         (sizeof(isn_block_meta) + (suffixes ? 4u : 0u)));
+    return 0;
+}
+
 /* Chooses what is resident and lays it out for the device (device.h, "Device layout"). When the whole
  * partition fits the budget, all of it. Otherwise a pruned-prefix cache: block visit counts are replayed
  * from the training query log (the device's range passes read every block of a query's lists below its
@@ -155,6 +208,7 @@ static int plan_residency(isn_gpu_backend *b, uint64_t payload_budget, uint32_t 
     memcpy(b->device_blocks, blocks, num_blocks * sizeof *blocks);
     if (gpu_layout_write(ix, widths, b->term_blocks, b->device_payload, b->device_blocks, threads, err, err_len) != 0)
         goto fail;
+    if (b->options.stream_mb && used < total && lay_out_streaming(b, widths, total, threads, err, err_len) != 0) goto fail;
     free(widths);
     return 0;
 oom:
@@ -172,7 +226,8 @@ static void free_slot(stream_slot *s) {
                        s->early,          s->task_postings, s->trees,       s->queries,       s->terms,
                        s->filters,        s->filter_values, s->results,     s->hits,          s->coverage,
                        s->tail_terms,     s->ranges_bound_skipped, s->early_completions, s->early_completion_of,
-                       s->suffix_hits,    s->suffix_count, s->suffix_postings, s->suffix_failed, s->merge_scratch};
+                       s->suffix_hits,    s->suffix_count, s->suffix_postings, s->suffix_failed, s->merge_scratch,
+                       s->stage};
     for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++)
         free(buffers[i]);
 }
@@ -190,8 +245,9 @@ void isn_gpu_close(isn_gpu_backend *b) {
     cpu_crew_free(b->crew);
     tail_bounds_free(&b->tails);
     gpu_zones_free(&b->zones);
-    void *buffers[] = {b->term_blocks,     b->term_max_part,  b->device_payload,
-                       b->device_blocks,   b->attribute_words, b->range_prior_max};
+    void *buffers[] = {b->term_blocks,     b->term_max_part,   b->device_payload, b->device_blocks,
+                       b->attribute_words, b->range_prior_max, b->stream_payload, b->stream_blocks,
+                       b->stream_suffix,   b->staged_term,     b->staged_at};
     for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++)
         free(buffers[i]);
     free(b);
@@ -323,7 +379,8 @@ static int set_up_lists(isn_gpu_backend *b, const gpu_device_ops *ops, uint64_t 
         s->tail_terms = malloc(b->max_terms * sizeof *s->tail_terms);
         s->ranges_bound_skipped = malloc(o.max_batch * sizeof *s->ranges_bound_skipped);
         s->early_completion_of = calloc(o.max_batch, sizeof *s->early_completion_of);
-        if (!s->early_completion_of) {
+        if (b->stage_bytes) s->stage = malloc(b->max_terms * sizeof *s->stage);
+        if (!s->early_completion_of || (b->stage_bytes && !s->stage)) {
             snprintf(err, err_len, "GPU backend: out of memory for batch buffers");
             return -1;
         }
@@ -389,7 +446,14 @@ static int set_up_lists(isn_gpu_backend *b, const gpu_device_ops *ops, uint64_t 
         .static_scores = b->static_scores,
         .range_prior_max = b->range_prior_max,
         .block_suffix_max = b->static_scores && gpu_backend_leads_ranges(b->index) ? b->tails.suffix_max : NULL,
+        .host_payload = b->stream_payload,
+        .host_payload_bytes = b->stream_payload_bytes,
+        .host_blocks = b->stream_blocks,
+        .stage_bytes = b->stage_bytes,
+        .stage_blocks = b->stage_blocks,
     };
+    /* the suffix maxima the device maps come from the page-aligned copy streaming keeps */
+    if (b->stream_suffix) up.block_suffix_max = b->stream_suffix;
     const double upload_from = gpu_backend_now_ms();
     b->device = ops->open(o.device, &up, err, err_len);
     b->health.upload_ms = gpu_backend_now_ms() - upload_from;
@@ -569,6 +633,7 @@ static int warm_up(isn_gpu_backend *b, char *err, size_t err_len) {
     isn_gpu_health fresh = b->health;
     fresh.batches = fresh.queries_device = fresh.queries_cpu = fresh.queries_not_resident = 0;
     fresh.queries_prefix = fresh.bytes_transferred = fresh.completions_avoided = 0;
+    fresh.queries_streamed = fresh.bytes_streamed = 0;
     memset(fresh.fallbacks, 0, sizeof fresh.fallbacks);
     fresh.ms_per_mposting_pruned = fresh.ms_per_mposting_exhaustive = 0.0;
     fresh.batches_pruned = fresh.batches_exhaustive = fresh.samples_pruned = fresh.samples_exhaustive = 0;

@@ -195,6 +195,19 @@ typedef struct {
     uint32_t ranked_steps;
 } gpu_query_result;
 
+/* A list the backend streams to the device for one batch (isn_gpu_options.stream_mb): its blocks whole, from the
+ * host's layout of every list (gpu_upload.host_payload, host_blocks), copied into the batch's stream's staging
+ * region before its passes run; the batch's gpu_term then names stage_block, so the kernels read it as they read a
+ * resident list. Its metadata's offsets move by stage_offset - host_offset (gpu_stage_meta_word). */
+typedef struct {
+    uint64_t host_block;   /* its first block: the index's block id, into host_blocks (and block_suffix_max) */
+    uint64_t host_offset;  /* its first byte in host_payload */
+    uint64_t stage_offset; /* where that byte goes in the device payload (gpu_stage_payload_base on) */
+    uint64_t bytes;
+    uint32_t stage_block;  /* where its first block's metadata goes (gpu_stage_block_base on) */
+    uint32_t num_blocks;
+} gpu_stage_list;
+
 typedef struct {
     const gpu_query *queries; /* GPU_PATH_RANGES queries first, then GPU_PATH_PROBE ones */
     uint32_t num_queries;
@@ -207,6 +220,9 @@ typedef struct {
     uint32_t num_filter_values;
     uint32_t total_hits; /* sum of k */
     uint32_t total_candidates; /* sum of cand_cap: at most max_batch * max_candidates */
+    /* the lists streamed for this batch into its stream's staging region (gpu_stage_list; none without) */
+    const gpu_stage_list *stage;
+    uint32_t num_stage;
     /* out, valid after finish */
     gpu_query_result *results;
     /* total_hits entries; finish may point it at the device's own buffer instead of filling the caller's,
@@ -249,7 +265,39 @@ typedef struct {
     /* num_blocks floats, with range_prior_max on an index in global order (NULL otherwise): each block's largest
      * max_tf_part from it to its list's end (tail_bounds.suffix_max), for gpu_range_tail_below */
     const float *block_suffix_max;
+    /* Streaming (gpu_stage_list; stage_bytes 0: none): every list laid out on the host (host_payload, with
+     * host_blocks: a copy of the index's metadata whose offsets point into it), which the device reads from for
+     * each batch; each stream's staging region holds stage_bytes of payload and stage_blocks blocks' metadata
+     * (and suffix maxima), past the resident ones (gpu_stage_payload_base, gpu_stage_block_base). */
+    const uint8_t *host_payload;
+    uint64_t host_payload_bytes;
+    const isn_block_meta *host_blocks;
+    uint64_t stage_bytes;
+    uint32_t stage_blocks;
 } gpu_upload;
+
+/* Bytes past a payload's last block that a device may read (two-word loads at its end). */
+#define GPU_PAYLOAD_PAD 64u
+
+/* Where stream `slot`'s staging region starts: in the device payload (16-byte aligned, past the resident
+ * payload's padding) and in the device block metadata (past the index's blocks). A region holds lists of at most
+ * stage_bytes - GPU_PAYLOAD_PAD bytes in all, so that their last block's padding stays inside it. */
+static inline uint64_t gpu_stage_payload_base(const gpu_upload *u, uint32_t slot) {
+    return (u->payload_bytes + GPU_PAYLOAD_PAD + 15u) / 16u * 16u + (uint64_t)slot * u->stage_bytes;
+}
+static inline uint64_t gpu_stage_block_base(const gpu_upload *u, uint32_t slot) {
+    return u->num_blocks + (uint64_t)slot * u->stage_blocks;
+}
+/* Whether a streamed list would lie outside stream `slot`'s staging region (a backend's error: devices refuse it). */
+static inline bool gpu_stage_list_outside(const gpu_upload *u, uint32_t slot, const gpu_stage_list *l) {
+    const uint64_t base = gpu_stage_payload_base(u, slot), block_base = gpu_stage_block_base(u, slot);
+    return slot >= u->streams || l->stage_offset < base || l->stage_offset % 16u != 0 ||
+           l->stage_offset + l->bytes + GPU_PAYLOAD_PAD > base + u->stage_bytes || l->stage_block < block_base ||
+           (uint64_t)l->stage_block + l->num_blocks > block_base + u->stage_blocks ||
+           l->host_offset + l->bytes > u->host_payload_bytes || l->host_offset % 16u != 0 ||
+           l->host_block + l->num_blocks > u->num_blocks;
+}
+
 
 /* The bounds gpu_range_tail_below (posting_decode.h) reads, a device's copies of gpu_upload's: the ranges'
  * (range_prior_max, num_ranges of them), the blocks' metadata and their suffix maxima (block_suffix_max). */

@@ -23,6 +23,7 @@ struct gpu_device {
     uint32_t *attribute_words;
     float *static_scores, *range_prior_max; /* NULL without static scores (gpu_upload's) */
     float *block_suffix_max;                /* NULL without it (gpu_upload's) */
+    const float *host_suffix_max;           /* the host's, which streamed lists' suffix maxima come from */
     double *acc;
     uint64_t *iacc; /* the integer accumulators of queries with a fixed_shift */
     uint8_t *matches;
@@ -74,8 +75,12 @@ static gpu_device *emulated_open(int ordinal, const gpu_upload *upload, char *er
     if (d == NULL) goto oom;
     d->upload = *upload;
     /* the device's own copy, as the CUDA device uploads one: the caller frees its buffers after open */
-    d->payload = malloc(upload->payload_bytes ? upload->payload_bytes : 1);
-    d->blocks = malloc((upload->num_blocks ? upload->num_blocks : 1) * sizeof *d->blocks);
+    /* with streaming, each stream's staging region past the resident lists (gpu_stage_payload_base) */
+    const uint64_t payload_room = upload->stage_bytes ? gpu_stage_payload_base(upload, upload->streams)
+                                                      : upload->payload_bytes + GPU_PAYLOAD_PAD;
+    const uint64_t block_room = upload->stage_bytes ? gpu_stage_block_base(upload, upload->streams) : upload->num_blocks;
+    d->payload = calloc(1, payload_room);
+    d->blocks = malloc((block_room ? block_room : 1) * sizeof *d->blocks);
     d->attribute_words = malloc((upload->num_attribute_words ? upload->num_attribute_words : 1) * sizeof(uint32_t));
     if (d->payload == NULL || d->blocks == NULL || d->attribute_words == NULL) goto oom;
     memcpy(d->payload, upload->payload, upload->payload_bytes);
@@ -95,7 +100,8 @@ static gpu_device *emulated_open(int ordinal, const gpu_upload *upload, char *er
                (size_t)GPU_RANGE_BOUNDS * d->num_ranges * sizeof *d->range_prior_max);
     }
     if (upload->block_suffix_max) {
-        d->block_suffix_max = malloc((upload->num_blocks ? upload->num_blocks : 1) * sizeof *d->block_suffix_max);
+        d->host_suffix_max = upload->block_suffix_max;
+        d->block_suffix_max = malloc((block_room ? block_room : 1) * sizeof *d->block_suffix_max);
         if (d->block_suffix_max == NULL) goto oom;
         memcpy(d->block_suffix_max, upload->block_suffix_max, upload->num_blocks * sizeof *d->block_suffix_max);
     }
@@ -663,6 +669,29 @@ static void run_query(gpu_device *d, const gpu_batch *b, uint32_t qi) {
     res->num_hits = n;
 }
 
+/* The batch's streamed lists (gpu_stage_list) copied from the host's layout into the stream's staging region, as
+ * the CUDA device's gather does. -1 with err for a list outside the region. */
+static int stage_lists(gpu_device *d, uint32_t slot, const gpu_batch *batch, char *err, size_t err_len) {
+    const gpu_upload *u = &d->upload;
+    for (uint32_t i = 0; i < batch->num_stage; i++) {
+        const gpu_stage_list *l = &batch->stage[i];
+        if (gpu_stage_list_outside(u, slot, l)) {
+            snprintf(err, err_len, "emulated device: streamed list %u lies outside stream %u's staging region", i, slot);
+            return -1;
+        }
+        memcpy(d->payload + l->stage_offset, u->host_payload + l->host_offset, l->bytes);
+        for (uint32_t b = 0; b < l->num_blocks; b++) {
+            isn_block_meta m = u->host_blocks[l->host_block + b];
+            m.offset = gpu_stage_meta_word(m.offset, l->host_offset, l->stage_offset);
+            d->blocks[l->stage_block + b] = m;
+        }
+        if (d->block_suffix_max)
+            memcpy(d->block_suffix_max + l->stage_block, d->host_suffix_max + l->host_block,
+                   l->num_blocks * sizeof *d->block_suffix_max);
+    }
+    return 0;
+}
+
 static int emulated_launch(gpu_device *d, uint32_t slot, const gpu_batch *batch, char *err, size_t err_len) {
     if (slot >= EMULATED_SLOTS) {
         snprintf(err, err_len, "emulated device: stream %u out of range", slot);
@@ -680,6 +709,7 @@ static int emulated_launch(gpu_device *d, uint32_t slot, const gpu_batch *batch,
             return -1;
         }
     }
+    if (stage_lists(d, slot, batch, err, err_len) != 0) return -1;
     d->pending[slot] = batch;
     return 0;
 }

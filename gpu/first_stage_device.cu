@@ -120,6 +120,12 @@ struct gpu_device {
     float *d_static_scores, *d_range_prior_max;
     float *d_block_suffix; // the blocks' suffix maxima after them (gpu_upload.block_suffix_max; null without)
     gpu_region payload_region, blocks_region, attribute_region, prior_region; // the four above (device_memory.h)
+    // streaming (gpu_upload.stage_bytes): the host's layout of every list and its suffix maxima, registered as mapped
+    // host memory, as the gather kernel reads them (null without streaming)
+    const uint8_t *d_host_payload;
+    const isn_block_meta *d_host_blocks;
+    const float *d_host_suffix;
+    const void *registered[3];
     uint32_t num_ranges;
     uint32_t report_stride;
     uint32_t resident_blocks; // rescore blocks the device runs at once
@@ -191,6 +197,8 @@ static void cuda_close(gpu_device *d) {
         cudaFreeHost(s->h_stage);
         cudaFreeHost(s->h_out);
     }
+    for (const void *host : d->registered)
+        if (host != nullptr) cudaHostUnregister(const_cast<void *>(host));
     gpu_region_free(&d->payload_region);
     gpu_region_free(&d->blocks_region);
     gpu_region_free(&d->attribute_region);
@@ -215,7 +223,8 @@ static size_t counts_bytes(uint32_t queries) {
 static size_t align8(size_t bytes) { return (bytes + 7) / 8 * 8; }
 static size_t stage_bytes(const gpu_upload *u) {
     return align8(u->max_batch * sizeof(gpu_query) + u->max_terms * sizeof(gpu_term) + u->max_batch * sizeof(uint32_t)) +
-           align8(u->max_filters * sizeof(gpu_filter)) + u->max_filter_values * sizeof(uint32_t);
+           align8(u->max_filters * sizeof(gpu_filter)) + align8(u->max_filter_values * sizeof(uint32_t)) +
+           (u->stage_bytes ? 16 + u->max_terms * sizeof(gpu_stage_list) : 0);
 }
 
 static int open_stream(gpu_device *d, stream_buffers *s, char *err, size_t err_len) {
@@ -343,12 +352,33 @@ static int open_device(gpu_device *d, char *err, size_t err_len) {
     if (host_wait > 0 && host_wait < sizeof kHostWaitFlags / sizeof kHostWaitFlags[0])
         CHECK(cudaSetDeviceFlags(kHostWaitFlags[host_wait]));
     CHECK(cudaGetDeviceProperties(&d->prop, d->ordinal));
-    // The same bytes as on disk, padded so that two-word unaligned loads stay inside the allocation.
-    CHECK(gpu_region_alloc(&d->payload_region, u->payload_bytes + 64, d->ordinal));
+    // The same bytes as on disk, padded so that two-word unaligned loads stay inside the allocation; with streaming,
+    // each stream's staging region after them (gpu_stage_payload_base, gpu_stage_block_base).
+    const uint64_t payload_room =
+        u->stage_bytes ? gpu_stage_payload_base(u, u->streams) : u->payload_bytes + GPU_PAYLOAD_PAD;
+    const uint64_t block_room = u->stage_bytes ? gpu_stage_block_base(u, u->streams) : u->num_blocks;
+    CHECK(gpu_region_alloc(&d->payload_region, payload_room, d->ordinal));
     d->d_payload = static_cast<uint8_t *>(d->payload_region.base);
-    CHECK(upload_in_chunks(d->d_payload + u->payload_bytes, kPadding, 64));
+    CHECK(upload_in_chunks(d->d_payload + u->payload_bytes, kPadding, GPU_PAYLOAD_PAD));
     CHECK(upload_in_chunks(d->d_payload, u->payload, u->payload_bytes));
-    CHECK(gpu_region_alloc(&d->blocks_region, (u->num_blocks ? u->num_blocks : 1) * sizeof(isn_block_meta), d->ordinal));
+    if (u->stage_bytes) {
+        // the host's layout, read in place by the gather kernel (page-aligned allocations: backend_open.c)
+        const void *hosts[3] = {u->host_payload, u->host_blocks, u->block_suffix_max};
+        const size_t sizes[3] = {u->host_payload_bytes, u->num_blocks * sizeof(isn_block_meta),
+                                 u->block_suffix_max ? u->num_blocks * sizeof(float) : 0};
+        const void **device_views[3] = {reinterpret_cast<const void **>(&d->d_host_payload),
+                                        reinterpret_cast<const void **>(&d->d_host_blocks),
+                                        reinterpret_cast<const void **>(&d->d_host_suffix)};
+        for (int i = 0; i < 3; i++) {
+            if (hosts[i] == nullptr || sizes[i] == 0) continue;
+            CHECK(cudaHostRegister(const_cast<void *>(hosts[i]), sizes[i], cudaHostRegisterMapped));
+            d->registered[i] = hosts[i];
+            void *view = nullptr;
+            CHECK(cudaHostGetDevicePointer(&view, const_cast<void *>(hosts[i]), 0));
+            *device_views[i] = view;
+        }
+    }
+    CHECK(gpu_region_alloc(&d->blocks_region, (block_room ? block_room : 1) * sizeof(isn_block_meta), d->ordinal));
     d->d_blocks = static_cast<isn_block_meta *>(d->blocks_region.base);
     CHECK(upload_in_chunks(d->d_blocks, u->blocks, u->num_blocks * sizeof(isn_block_meta)));
     CHECK(gpu_region_alloc(&d->attribute_region, (u->num_attribute_words ? u->num_attribute_words : 1) * sizeof(uint32_t),
@@ -356,7 +386,7 @@ static int open_device(gpu_device *d, char *err, size_t err_len) {
     d->d_attribute_words = static_cast<uint32_t *>(d->attribute_region.base);
     CHECK(upload_in_chunks(d->d_attribute_words, u->attribute_words, u->num_attribute_words * sizeof(uint32_t)));
     if (u->static_scores != nullptr) {
-        const size_t suffixes = u->block_suffix_max != nullptr ? u->num_blocks : 0;
+        const size_t suffixes = u->block_suffix_max != nullptr ? block_room : 0;
         CHECK(gpu_region_alloc(&d->prior_region,
                                ((size_t)u->num_docs + GPU_RANGE_BOUNDS * d->num_ranges + suffixes) * sizeof(float),
                                d->ordinal));
@@ -367,7 +397,7 @@ static int open_device(gpu_device *d, char *err, size_t err_len) {
                                (size_t)GPU_RANGE_BOUNDS * d->num_ranges * sizeof(float)));
         if (suffixes) {
             d->d_block_suffix = d->d_range_prior_max + GPU_RANGE_BOUNDS * d->num_ranges;
-            CHECK(upload_in_chunks(d->d_block_suffix, u->block_suffix_max, suffixes * sizeof(float)));
+            CHECK(upload_in_chunks(d->d_block_suffix, u->block_suffix_max, u->num_blocks * sizeof(float)));
         }
     }
     for (int variant = 0; variant < kFilterVariants; variant++) {
@@ -673,7 +703,18 @@ static int cuda_launch(gpu_device *d, uint32_t slot, const gpu_batch *batch, cha
     const size_t vbytes = batch->num_filter_values * sizeof(uint32_t);
     if (fbytes) memcpy(s->h_stage + filters_at, batch->filters, fbytes);
     if (vbytes) memcpy(s->h_stage + values_at, batch->filter_values, vbytes);
-    const size_t in_bytes = fbytes || vbytes ? values_at + vbytes : qbytes + tbytes + nr * sizeof(uint32_t);
+    // the streamed lists (gpu_stage_list) last, from a 16-byte boundary
+    const size_t lists_at = (values_at + vbytes + 15) / 16 * 16;
+    const size_t lbytes = batch->num_stage * sizeof(gpu_stage_list);
+    for (uint32_t i = 0; i < batch->num_stage; i++)
+        if (gpu_stage_list_outside(&d->upload, slot, &batch->stage[i]) || d->d_host_payload == nullptr) {
+            snprintf(err, err_len, "CUDA device: streamed list %u lies outside stream %u's staging region", i, slot);
+            return -1;
+        }
+    if (lbytes) memcpy(s->h_stage + lists_at, batch->stage, lbytes);
+    const size_t in_bytes = lbytes                 ? lists_at + lbytes
+                            : fbytes || vbytes ? values_at + vbytes
+                                               : qbytes + tbytes + nr * sizeof(uint32_t);
     s->d_filters = reinterpret_cast<gpu_filter *>(s->d_in + filters_at);
     s->d_filter_values = reinterpret_cast<uint32_t *>(s->d_in + values_at);
     // one copy in and one memset: a batch of 16 is short enough on the device that each operation of the
@@ -684,6 +725,15 @@ static int cuda_launch(gpu_device *d, uint32_t slot, const gpu_batch *batch, cha
     CHECK(cudaEventRecord(s->events[0], st));
     CHECK(cudaMemcpyAsync(s->d_in, s->h_stage, in_bytes, cudaMemcpyHostToDevice, st));
     CHECK(cudaMemsetAsync(s->d_zeroed, 0, counts_bytes(d->upload.max_batch) + nq * sizeof(gpu_query_result), st));
+    // the streamed lists into the stream's staging region, counted as the batch's copy in
+    for (uint32_t from = 0; from < batch->num_stage; from += 65535u) {
+        const uint32_t lists = batch->num_stage - from < 65535u ? batch->num_stage - from : 65535u;
+        const stage_args a = {reinterpret_cast<const gpu_stage_list *>(s->d_in + lists_at) + from, d->d_host_payload,
+                              d->d_host_blocks, d->d_host_suffix, d->d_payload, d->d_blocks,
+                              d->d_host_suffix != nullptr ? d->d_block_suffix : nullptr};
+        stage_gather_kernel<<<dim3(kStageBlocksPerList, lists), kStageThreads, 0, st>>>(a);
+        CHECK(cudaGetLastError());
+    }
     CHECK(cudaEventRecord(s->events[1], st));
 
     for (uint32_t i = 0; i < builds; i++) {

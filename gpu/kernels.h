@@ -237,6 +237,20 @@ __global__ void collect_kernel(const gpu_query *queries, const uint64_t *reports
 __global__ void tighten_kernel(const gpu_query *queries, uint32_t num_queries, uint32_t num_range_queries,
                                const uint64_t *sorted, uint32_t *cand_count, uint64_t *theta_key, uint32_t *retry);
 __global__ void probe_kernel(probe_args a);
+// A batch's streamed lists (stage_kernel.cu): lists[blockIdx.y] from the host's layout (mapped host memory: host_*)
+// into the device's payload, block metadata and suffix maxima (suffix and host_suffix null without them).
+struct stage_args {
+    const gpu_stage_list *lists;
+    const uint8_t *host_payload;
+    const isn_block_meta *host_blocks;
+    const float *host_suffix;
+    uint8_t *payload;
+    isn_block_meta *blocks;
+    float *suffix;
+};
+constexpr uint32_t kStageThreads = 256;
+constexpr uint32_t kStageBlocksPerList = 64;
+__global__ void stage_gather_kernel(stage_args a);
 // A filter bitmap (gpu_pass_word), a word a thread: words [0, num_words) of out for the filters of one query.
 __global__ void pass_bitmap_kernel(const uint32_t *attribute_words, const gpu_filter *filters, uint32_t num_filters,
                                    const uint32_t *values, uint32_t num_docs, uint32_t num_words, uint32_t *out);

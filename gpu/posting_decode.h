@@ -39,6 +39,11 @@ GPU_HD uint32_t gpu_width_mask(uint32_t bits) { return bits >= 32 ? 0xFFFFFFFFu 
 GPU_HD uint64_t gpu_layout_meta_word(uint64_t offset, uint32_t doc_bits) {
     return offset | (uint64_t)doc_bits << GPU_LAYOUT_OFFSET_BITS;
 }
+/* A streamed block's metadata offset word (gpu_stage_list): the host layout's, moved to its staged copy (the field
+ * width above GPU_LAYOUT_OFFSET_BITS stays: the offset part never leaves [0, 2^GPU_LAYOUT_OFFSET_BITS)). */
+GPU_HD uint64_t gpu_stage_meta_word(uint64_t host_word, uint64_t host_offset, uint64_t stage_offset) {
+    return host_word - host_offset + stage_offset;
+}
 GPU_HD uint64_t gpu_layout_offset(uint64_t word) { return word & (((uint64_t)1 << GPU_LAYOUT_OFFSET_BITS) - 1u); }
 GPU_HD uint32_t gpu_layout_doc_bits(uint64_t word) { return (uint32_t)(word >> GPU_LAYOUT_OFFSET_BITS) & 0xFFu; }
 /* A stream of n fields: each of the four lanes holds ceil(n / 4) of them. */
