@@ -53,7 +53,7 @@
  * threshold_with_prior), a pruned-prefix cache's replay weights it (isn_gpu_options.training_prior_weight), and
  * every JSON line says the weight.
  * --stream-mb M streams, with a cache, the lists a batch's queries need and the device does not hold whole into a
- * staging region of M MiB per stream (isn_gpu_options.stream_mb; the open line's stream_bytes, beside the budget):
+ * staging region of M MiB per stream (isn_gpu_options.stream_bytes; the open line's stream_bytes, beside the budget):
  * rows count per query those answered with streamed lists, and per batch the lists and bytes streamed. */
 #include <getopt.h>
 #include <math.h>
@@ -489,7 +489,7 @@ int main(int argc, char **argv) {
     go.double_accumulators = double_acc;
     go.streams = inflight;
     go.pruning = pruning;
-    go.stream_mb = (uint32_t)stream_mib;
+    go.stream_bytes = (uint64_t)stream_mib << 20;
     query_log train = {0};
     if (train_path && (load_queries(ix, train_path, 65536, NULL, &train) != 0 || train.n == 0))
         return fprintf(stderr, "bench_gpu: no usable training query in %s\n", train_path), 1;

@@ -116,7 +116,7 @@ struct isn_gpu_backend {
     uint32_t lead_prune;
     bool lead_stop;
     gpu_zones zones; /* of the resident attribute columns (attribute_zones.h) */
-    /* Streaming (isn_gpu_options.stream_mb; stage_bytes 0: none): every list laid out on the host, with its block
+    /* Streaming (isn_gpu_options.stream_bytes; stage_bytes 0: none): every list laid out on the host, with its block
      * metadata and suffix maxima (page-aligned, kept while the device lives: it reads them), and each stream's staging
      * region. A submission numbers itself (stage_epoch); staged_term[t] == stage_epoch says term t is streamed for it,
      * its blocks' metadata from staged_at[t] (gpu_stage_list). */

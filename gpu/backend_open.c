@@ -37,9 +37,9 @@ static void *alloc_pages(uint64_t bytes) {
     return p;
 }
 
-/* Streaming (isn_gpu_options.stream_mb): every list laid out on the host as the device reads it (total bytes), with
+/* Streaming (isn_gpu_options.stream_bytes): every list laid out on the host as the device reads it (total bytes), with
  * its own copy of the block metadata and the blocks' suffix maxima, which the device copies batches' missing lists
- * from (gpu_stage_list); and each stream's staging region: stream_mb MiB of payload and metadata for as many blocks
+ * from (gpu_stage_list); and each stream's staging region: stream_bytes of payload and metadata for as many blocks
  * as that payload holds at the layout's mean block size, twice over. 0, or -1 with err. */
 static int lay_out_streaming(isn_gpu_backend *b, const uint8_t *widths, uint64_t total, uint32_t threads, char *err,
                              size_t err_len) {
@@ -73,7 +73,7 @@ static int lay_out_streaming(isn_gpu_backend *b, const uint8_t *widths, uint64_t
     if (rc != 0) return -1;
     if (suffixes) memcpy(b->stream_suffix, b->tails.suffix_max, num_blocks * sizeof *b->stream_suffix);
     b->stream_payload_bytes = total;
-    b->stage_bytes = ((uint64_t)b->options.stream_mb << 20) / 16u * 16u;
+    b->stage_bytes = b->options.stream_bytes / 16u * 16u;
     const uint64_t mean_block = num_blocks ? (total + num_blocks - 1) / num_blocks : 1;
     const uint64_t stage_blocks = 2u * b->stage_bytes / (mean_block ? mean_block : 1) + 1u;
     b->stage_blocks = stage_blocks < UINT32_MAX / MAX_STREAMS ? (uint32_t)stage_blocks : UINT32_MAX / MAX_STREAMS;
@@ -208,7 +208,7 @@ static int plan_residency(isn_gpu_backend *b, uint64_t payload_budget, uint32_t 
     memcpy(b->device_blocks, blocks, num_blocks * sizeof *blocks);
     if (gpu_layout_write(ix, widths, b->term_blocks, b->device_payload, b->device_blocks, threads, err, err_len) != 0)
         goto fail;
-    if (b->options.stream_mb && used < total && lay_out_streaming(b, widths, total, threads, err, err_len) != 0) goto fail;
+    if (b->options.stream_bytes && used < total && lay_out_streaming(b, widths, total, threads, err, err_len) != 0) goto fail;
     free(widths);
     return 0;
 oom:

@@ -195,7 +195,7 @@ typedef struct {
     uint32_t ranked_steps;
 } gpu_query_result;
 
-/* A list the backend streams to the device for one batch (isn_gpu_options.stream_mb): its blocks whole, from the
+/* A list the backend streams to the device for one batch (isn_gpu_options.stream_bytes): its blocks whole, from the
  * host's layout of every list (gpu_upload.host_payload, host_blocks), copied into the batch's stream's staging
  * region before its passes run; the batch's gpu_term then names stage_block, so the kernels read it as they read a
  * resident list. Its metadata's offsets move by stage_offset - host_offset (gpu_stage_meta_word). */

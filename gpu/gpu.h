@@ -114,13 +114,13 @@ typedef struct {
      * then admits the shallower prefixes they visit. Must be a weight the index takes (isn_search refuses others:
      * isn_gpu_open fails, saying why). */
     float training_prior_weight;
-    /* Streaming, for a partition larger than its cache: each stream keeps a staging region of stream_mb MiB of
+    /* Streaming, for a partition larger than its cache: each stream keeps a staging region of stream_bytes of
      * device memory (beside memory_budget, which it does not count against), and a batch's queries whose lists are
      * not all resident whole get the missing lists copied into it, whole, from a host copy of every list laid out
      * for the device (as large as the partition's device layout, in pinned host memory), instead of being answered
      * or completed on the CPU; a query whose lists do not fit what is left of the region stays with the CPU.
      * 0 (default): none. */
-    uint32_t stream_mb;
+    uint64_t stream_bytes;
     /* Threads for the CPU's part of a batch (completions on prefixes, fallbacks), the completing thread
      * included; 0 = one per online core, 1 = the completing thread alone (which then answers the requests
      * refused at submission only when it completes the batch). */
@@ -271,7 +271,7 @@ typedef struct {
     uint64_t ranked_steps;
     uint32_t accumulator_queries[ISN_GPU_ACC_KINDS]; /* device-answered queries by their report pass's layout */
     uint32_t prefix_queries;  /* answered on resident prefixes, completed on the CPU */
-    /* streaming (isn_gpu_options.stream_mb): queries answered on the device with lists streamed for them, and the
+    /* streaming (isn_gpu_options.stream_bytes): queries answered on the device with lists streamed for them, and the
      * distinct lists and bytes streamed */
     uint32_t queries_streamed, lists_streamed;
     uint64_t bytes_streamed;
@@ -345,7 +345,7 @@ typedef struct {
     uint64_t queries_not_resident; /* answered on the CPU because a list was not resident */
     uint64_t queries_prefix;       /* answered on resident prefixes and completed on the CPU */
     uint64_t completions_avoided;  /* answered on resident prefixes and settled by the bound: no CPU completion */
-    uint64_t queries_streamed;     /* answered on the device with lists streamed for them (isn_gpu_options.stream_mb) */
+    uint64_t queries_streamed;     /* answered on the device with lists streamed for them (isn_gpu_options.stream_bytes) */
     uint64_t bytes_streamed;       /* and the bytes streamed */
     uint64_t stream_bytes;         /* device memory of the streams' staging regions (0 without streaming) */
     uint64_t device_errors;

@@ -9,7 +9,9 @@
  * cache replayed with the prior answers more of a log served with it without CPU work than one replayed without,
  * and it answers on the device held-out queries naming only lists its training log never names, which the
  * whole-list cache at the same budget sends to the CPU. The tier admission holds every list of more than one block
- * below one cut and answers on the device every query naming only such lists. */
+ * below one cut and answers on the device every query naming only such lists. With streaming, either cache answers
+ * every query on the device, the lists it lacks copied in with the batch, and a staging region too small for a
+ * batch's lists leaves the rest to the CPU, answers unchanged. */
 #include <setjmp.h>
 #include <math.h>
 #include <stdarg.h>
@@ -25,6 +27,7 @@
 #include "index/index.h"
 #include "ranking/ranking.h"
 #include "tests/support/files.h"
+#include "tests/support/gpu_device.h"
 #include "tests/support/random.h"
 
 #define DOCS 40000
@@ -176,6 +179,7 @@ static isn_gpu_backend *open_whole(isn_index *ix, double fraction, const query_l
 
 typedef struct {
     uint32_t mismatches, on_prefixes, completed, avoided, settled, cpu;
+    uint32_t streamed, lists_streamed; /* streaming: queries answered with lists streamed for them, and the lists */
 } outcome;
 
 /* The log on the backend with a static prior of weight w (0: none), every answer compared with the CPU's
@@ -196,7 +200,7 @@ static outcome run_log_weighted(isn_gpu_backend *b, isn_index *ix, const query_l
     char err[ISN_ERR_LEN];
     assert_int_equal(isn_gpu_search_batch(b, req, log->n, &st, err, sizeof err), 0);
     outcome out = {.completed = st.prefix_queries, .avoided = st.completions_avoided, .settled = st.bound_settled,
-                   .cpu = st.cpu_queries};
+                   .cpu = st.cpu_queries, .streamed = st.queries_streamed, .lists_streamed = st.lists_streamed};
     out.on_prefixes = st.prefix_queries + st.completions_avoided;
     for (uint32_t q = 0; q < log->n; q++) {
         isn_search_options o;
@@ -513,6 +517,89 @@ static void test_tier_admission(void **state) {
     isn_gpu_close(b);
 }
 
+/* Streaming (isn_gpu_options.stream_bytes): on the whole-list cache and on the tier, each at a tenth of the index, the
+ * held-out queries naming lists the training log never names (and, for the tier, lists of one block), which both
+ * send to the CPU or complete there without it, are all answered on the device with their missing lists streamed:
+ * OR and AND, k 10 and 1,000, with the prior, in global and in input order; every answer the CPU's. A region of
+ * 64 KiB holds only part of a batch's lists: the rest go to the CPU, answers unchanged. On the emulated device, and on
+ * a real GPU when there is one (the CUDA device's gather kernel). */
+static const bool EMULATED = true, REAL_GPU = false;
+
+static void test_streaming(void **state) {
+    const bool emulate = *(const bool *)*state;
+    if (!emulate && !support_have_gpu()) skip();
+    static query_log train, held_out, input_log;
+    make_log_of(prior_ix, 4, 0, &train);
+    make_log_of(prior_ix, 5, 1, &held_out);
+    make_log(input_ix, 2, &input_log);
+    static const uint32_t ks[] = {10, 1000};
+    for (int cache = 0; cache < 2; cache++) {
+        isn_gpu_options o;
+        isn_gpu_backend *b;
+        if (cache == 0) {
+            b = open_whole(prior_ix, 0.1, &train);
+            const outcome without = run_log_weighted(b, prior_ix, &held_out, 10, ISN_MODE_OR, 1.0f);
+            assert_true(without.cpu > 0);
+            isn_gpu_close(b);
+            o = cache_options(prior_ix, 0.1, ISN_GPU_ADMIT_CAPPED, &train, 10, ISN_MODE_OR);
+            o.prefix_cap = 1.0;
+        } else {
+            b = open_tier(prior_ix, 0.1, &o);
+            const outcome without = run_log_weighted(b, prior_ix, &held_out, 1000, ISN_MODE_OR, 1.0f);
+            assert_true(without.cpu + without.completed > 0);
+            isn_gpu_close(b);
+        }
+        o.stream_bytes = 64u << 20;
+        o.emulate = emulate;
+        b = open_with(prior_ix, &o);
+        isn_gpu_health h;
+        isn_gpu_health_get(b, &h);
+        assert_true(h.stream_bytes >= 2ull * (64u << 20));
+        for (int mode = 0; mode < 2; mode++)
+            for (size_t i = 0; i < 2; i++) {
+                const isn_mode m = mode ? ISN_MODE_AND : ISN_MODE_OR;
+                const outcome t = run_log_weighted(b, prior_ix, &held_out, ks[i], m, 1.0f);
+                print_message("%s: %s at 10%% streaming, %s k=%u: %u streamed (%u lists), %u on the CPU, %u "
+                              "completed\n", emulate ? "emulated" : "GPU", cache ? "tier" : "whole lists", mode ? "AND" : "OR", ks[i], t.streamed, t.lists_streamed,
+                              t.cpu, t.completed);
+                assert_int_equal(t.mismatches, 0);
+                assert_int_equal(t.cpu, 0);
+                assert_int_equal(t.completed, 0);
+                assert_true(t.streamed > 0 && t.lists_streamed > 0);
+            }
+        isn_gpu_health_get(b, &h);
+        assert_true(h.queries_streamed > 0 && h.bytes_streamed > 0);
+        isn_gpu_close(b);
+    }
+    /* input order: nothing settles early, every list streamed whole all the same */
+    isn_gpu_options o = cache_options(input_ix, 0.1, ISN_GPU_ADMIT_CAPPED, &train, 10, ISN_MODE_OR);
+    o.training_queries = NULL;
+    o.num_training_queries = 0;
+    o.prefix_cap = 1.0;
+    o.stream_bytes = 64u << 20;
+    o.emulate = emulate;
+    isn_gpu_backend *b = open_with(input_ix, &o);
+    for (size_t i = 0; i < 2; i++) {
+        const outcome t = run_log(b, input_ix, &input_log, ks[i], ISN_MODE_OR);
+        assert_int_equal(t.mismatches, 0);
+        assert_int_equal(t.cpu, 0);
+        assert_true(t.streamed > 0);
+    }
+    isn_gpu_close(b);
+    /* a region too small for the batch's lists: some streamed, the rest on the CPU */
+    o = cache_options(prior_ix, 0.1, ISN_GPU_ADMIT_CAPPED, &train, 10, ISN_MODE_OR);
+    o.prefix_cap = 1.0;
+    o.stream_bytes = 64u << 10;
+    o.emulate = emulate;
+    b = open_with(prior_ix, &o);
+    const outcome t = run_log_weighted(b, prior_ix, &held_out, 10, ISN_MODE_OR, 1.0f);
+    print_message("whole lists at 10%% streaming into 64 KiB: %u streamed (%u lists), %u on the CPU\n", t.streamed,
+                  t.lists_streamed, t.cpu);
+    assert_int_equal(t.mismatches, 0);
+    assert_true(t.streamed > 0 && t.cpu > 0);
+    isn_gpu_close(b);
+}
+
 static int setup(void **state) {
     (void)state;
     snprintf(corpus_path, sizeof corpus_path, "%s/corpus.jsonl", tmp_root);
@@ -543,6 +630,8 @@ int main(void) {
         cmocka_unit_test(test_replay_with_the_prior),
         cmocka_unit_test(test_unnamed_lists_take_prefixes),
         cmocka_unit_test(test_tier_admission),
+        cmocka_unit_test_prestate(test_streaming, (void *)&EMULATED),
+        cmocka_unit_test_prestate(test_streaming, (void *)&REAL_GPU),
     };
     return cmocka_run_group_tests(tests, setup, cleanup);
 }
