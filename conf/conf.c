@@ -134,6 +134,7 @@ static const key_spec KEYS[] = {
     {"gpu", "pruning", KEY_GPU_PRUNING, FIELD(gpu_pruning), "auto", 0, 0, false},
     {"gpu", "training_queries", KEY_PATH, FIELD(gpu_training_queries), "", 0, 0, false},
     {"gpu", "cache", KEY_GPU_CACHE, FIELD(gpu_cache), "auto", 0, 0, false},
+    {"gpu", "stream_memory", KEY_SIZE_MIB, FIELD(gpu_stream_mib), "0", 0, 1u << 20, false},
     {"gpu", "route_all", KEY_BOOL, FIELD(gpu_route_all), "false", 0, 0, false},
     {"gpu", "upload_before_ready", KEY_BOOL, FIELD(gpu_upload_before_ready), "false", 0, 0, false},
     {"gpu", "rerank", KEY_BOOL, FIELD(gpu_rerank), "true", 0, 0, false},

@@ -112,6 +112,7 @@ typedef struct {
     uint32_t gpu_pruning;        /* ISN_GPU_PRUNE_AUTO, _ALWAYS or _NEVER */
     char gpu_training_queries[ISN_CONF_PATH_MAX]; /* query log for the pruned-prefix cache; "" = none */
     uint32_t gpu_cache;          /* ISN_CONF_GPU_CACHE_*: what a partition larger than index_memory keeps resident */
+    uint32_t gpu_stream_mib;     /* each stream's staging region for lists not resident (isn_gpu_options.stream_bytes) */
     bool gpu_route_all;          /* tests and benchmarks: every query the GPU can answer goes to it */
     bool gpu_upload_before_ready; /* false: ready on the CPU at once, the GPU takes queries once uploaded */
     bool gpu_rerank;             /* second stage may run on the GPU (learned crossover) */

@@ -120,6 +120,7 @@ int gpu_setup_first_stage(const isn_index *index, const isn_conf *conf, isn_sear
     isn_gpu_options_default(&options);
     options.emulate = conf->gpu_emulate;
     options.memory_budget = (uint64_t)conf->gpu_memory_budget_mib << 20;
+    options.stream_bytes = (uint64_t)conf->gpu_stream_mib << 20;
     options.max_batch = conf->gpu_max_batch;
     options.max_k = conf->gpu_max_k;
     options.streams = conf->gpu_streams;

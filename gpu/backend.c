@@ -918,6 +918,9 @@ size_t isn_gpu_health_format_metrics(const isn_gpu_health *h, const char *labels
                      "isn_gpu_queries_not_resident_total{%s} %llu\n"
                      "isn_gpu_queries_prefix_total{%s} %llu\n"
                      "isn_gpu_queries_prefix_settled_total{%s} %llu\n"
+                     "isn_gpu_queries_streamed_total{%s} %llu\n"
+                     "isn_gpu_bytes_streamed_total{%s} %llu\n"
+                     "isn_gpu_stream_bytes{%s} %llu\n"
                      "isn_gpu_device_errors_total{%s} %llu\n"
                      "isn_gpu_bytes_transferred_total{%s} %llu\n",
                      l, h->ready, l, h->healthy, l, h->warmup_ms, l, h->layout_ms, l, h->upload_ms, l,
@@ -926,7 +929,8 @@ size_t isn_gpu_health_format_metrics(const isn_gpu_health *h, const char *labels
                      (unsigned long long)h->batches, l, (unsigned long long)h->queries_device, l,
                      (unsigned long long)h->queries_cpu, l, (unsigned long long)h->queries_not_resident, l,
                      (unsigned long long)h->queries_prefix, l, (unsigned long long)h->completions_avoided, l,
-                     (unsigned long long)h->device_errors, l,
+                     (unsigned long long)h->queries_streamed, l, (unsigned long long)h->bytes_streamed, l,
+                     (unsigned long long)h->stream_bytes, l, (unsigned long long)h->device_errors, l,
                      (unsigned long long)h->bytes_transferred);
     if (n < 0) return 0;
     size_t used = (size_t)n;

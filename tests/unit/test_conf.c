@@ -248,6 +248,9 @@ static void test_overrides(void **state) {
     assert_int_equal(conf.gpu_cache, ISN_CONF_GPU_CACHE_TIER);
     assert_int_equal(isn_conf_set_option(&conf, "gpu.cache=whole", err, sizeof err), 0);
     assert_int_equal(conf.gpu_cache, ISN_CONF_GPU_CACHE_WHOLE);
+    assert_int_equal(conf.gpu_stream_mib, 0);
+    assert_int_equal(isn_conf_set_option(&conf, "gpu.stream_memory=1GiB", err, sizeof err), 0);
+    assert_int_equal(conf.gpu_stream_mib, 1024);
     assert_error(isn_conf_set_option(&conf, "gpu.cache=lru", err, sizeof err), err,
                  "not a cache (auto, whole, pruned, tier)");
     assert_int_equal(conf.gpu_cache, ISN_CONF_GPU_CACHE_WHOLE);
