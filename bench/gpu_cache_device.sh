@@ -15,7 +15,8 @@
 #        and 50% against the rate, the caches of DEB_CACHES (whole pruned tier), MIN_BATCHES batches a cell too (the measured half is 592
 #        queries: three batches of 256 would time AUTO's start-up).
 #   bash bench/gpu_cache_device.sh ab       on the GPU machine: the whole-list cache, the pruned cache and the tier
-#     (AB_CACHES, default "whole pruned tier") alternating, ROUNDS
+#     (AB_CACHES, default "whole pruned tier"; a name with "+stream", e.g. whole+stream, streams the lists a batch
+#     lacks into STREAM_MB, default 512, MiB a stream: bench_gpu --stream-mb) alternating, ROUNDS
 #     (3) rounds, each a process of its own, at PERCENTS (8 16), OR and AND, top 10 and 1,000 (AB_KS, each trained at
 #     the k it serves), on the 20M partition, between two runs with the whole partition resident and the CPU's rates
 #     (RESIDENT=0: none); each cell's median rates, each cache's ratio to whole lists of the medians and the median of
@@ -199,10 +200,13 @@ ab)
     for k in ${AB_KS:-10 1000}; do
       for pct in ${PERCENTS:-8 16}; do
         for cache in ${AB_CACHES:-whole pruned tier}; do
+          # CACHE+stream: that cache with streaming (--stream-mb STREAM_MB, default 512, a stream)
+          stream=""
+          [ "${cache%+stream}" != "$cache" ] && stream="--stream-mb ${STREAM_MB:-512}"
           run ab-$cache-$pct-k$k-r$r ${LIMIT:-90} $emulate --index "$SYNTH" --queries "$SYNTH/measured.tsv" \
             --train-queries "$SYNTH/train.tsv" --batches 256 --max-queries "$QUERIES" --min-batches ${MIN_BATCHES:-16} \
-            --budget-fraction 0.$(printf %02d "$pct") --cache $cache --ks $k --modes or,and --train-k $k \
-            --train-mode or --no-cpu-rate
+            --budget-fraction 0.$(printf %02d "$pct") --cache ${cache%+stream} --ks $k --modes or,and --train-k $k \
+            --train-mode or --no-cpu-rate $stream
           files="$files $O/ab-$cache-$pct-k$k-r$r.json"
         done
       done
