@@ -40,7 +40,7 @@ static void *alloc_pages(uint64_t bytes) {
 /* Streaming (isn_gpu_options.stream_bytes): every list laid out on the host as the device reads it (total bytes), with
  * its own copy of the block metadata and the blocks' suffix maxima, which the device copies batches' missing lists
  * from (gpu_stage_list); and each stream's staging region: stream_bytes of payload and metadata for as many blocks
- * as that payload holds at the layout's mean block size, twice over. 0, or -1 with err. */
+ * as that payload holds at the layout's mean block size, twice over, within a quarter of its bytes. 0, or -1 with err. */
 static int lay_out_streaming(isn_gpu_backend *b, const uint8_t *widths, uint64_t total, uint32_t threads, char *err,
                              size_t err_len) {
     const isn_index *ix = b->index;
@@ -75,7 +75,10 @@ static int lay_out_streaming(isn_gpu_backend *b, const uint8_t *widths, uint64_t
     b->stream_payload_bytes = total;
     b->stage_bytes = b->options.stream_bytes / 16u * 16u;
     const uint64_t mean_block = num_blocks ? (total + num_blocks - 1) / num_blocks : 1;
-    const uint64_t stage_blocks = 2u * b->stage_bytes / (mean_block ? mean_block : 1) + 1u;
+    uint64_t stage_blocks = 2u * b->stage_bytes / (mean_block ? mean_block : 1) + 1u;
+    /* their metadata and suffix maxima within a quarter of the payload's bytes (what isn_gpu_open reserves) */
+    const uint64_t most = b->stage_bytes / 4u / (sizeof(isn_block_meta) + sizeof(float));
+    stage_blocks = stage_blocks < most ? stage_blocks : most ? most : 1u;
     b->stage_blocks = stage_blocks < UINT32_MAX / MAX_STREAMS ? (uint32_t)stage_blocks : UINT32_MAX / MAX_STREAMS;
     b->health.stream_bytes = b->options.streams * (b->stage_bytes + (uint64_t)b->stage_blocks *
                                                                          (sizeof(isn_block_meta) + (suffixes ? 4u : 0u)));
@@ -526,6 +529,9 @@ isn_gpu_backend *isn_gpu_open(const isn_index *index, const isn_gpu_options *opt
             const uint32_t slots = gpu_report_slots(o.max_k, info->num_docs, true, gpu_backend_leads_ranges(index));
             uint64_t per_stream = (uint64_t)o.max_batch * o.max_candidates * 16 + (uint64_t)o.max_batch * 4096 +
                                   (uint64_t)o.max_batch * ranges * slots * 8;
+            /* and streaming's staging regions, their block metadata and suffix maxima a quarter more at most for
+             * any block size the layout gives (lay_out_streaming) */
+            per_stream += o.stream_bytes + o.stream_bytes / 4;
             uint64_t reserve = per_stream * o.streams + ((uint64_t)1 << 30);
             budget = dev.memory_bytes * 85 / 100 > reserve ? dev.memory_bytes * 85 / 100 - reserve : 0;
         }
