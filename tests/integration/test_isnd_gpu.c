@@ -17,8 +17,8 @@
 #define TIER_DOCS 40000 /* more than gpu.index_memory = 1MiB holds */
 
 static harness h;
-/* gpu.cache = tier in a device memory smaller than the partition */
-static bool tier_cache_on;
+/* gpu.cache = tier in a device memory smaller than the partition; and with gpu.stream_memory */
+static bool tier_cache_on, streaming_on;
 static isn_index *offline_index;
 static isn_searcher *offline;
 static isn_grpc_client *client;
@@ -266,6 +266,28 @@ static void test_tier_cache(void **state) {
     assert_true(harness_log_has(&h, "gpu.cache = tier needs no log"));
 }
 
+/* gpu.stream_memory on the tier of test_tier_cache: the lists the tier holds a prefix of, or none of, are streamed to
+ * the device with the batches, so the device answers every query, each the CPU engine's answer; /metrics counts the
+ * queries and bytes streamed and the staging regions' device memory. */
+static void test_streaming(void **state) {
+    (void)state;
+    assert_true(check_queries(10, ISN_MODE_OR) > 0);
+    assert_true(check_queries(10, ISN_MODE_AND) > 0);
+    assert_true(check_queries(100, ISN_MODE_OR) > 0);
+    static char buf[1 << 17];
+    assert_int_equal(harness_http_get(&h, "/metrics", buf, sizeof buf), 200);
+    static const char *const names[] = {"isn_gpu_queries_streamed_total{device=\"0\"} ",
+                                        "isn_gpu_bytes_streamed_total{device=\"0\"} ", "isn_gpu_stream_bytes{device=\"0\"} "};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        const char *at = strstr(buf, names[i]);
+        if (!at) fail_msg("no %s in /metrics", names[i]);
+        if (atoll(at + strlen(names[i])) <= 0) fail_msg("%s is %lld", names[i], atoll(at + strlen(names[i])));
+    }
+    const char *cpu = strstr(buf, "isn_gpu_queries_not_resident_total{device=\"0\"} ");
+    if (!cpu) fail_msg("no isn_gpu_queries_not_resident_total in /metrics");
+    assert_int_equal(atoll(cpu + strlen("isn_gpu_queries_not_resident_total{device=\"0\"} ")), 0);
+}
+
 /* ------------------------------------------------------------------ setup */
 
 
@@ -280,12 +302,13 @@ static int setup(void **state) {
     if (harness_open_offline(&h, &offline_index, &offline) != 0) return -1;
     char count[32];
     snprintf(count, sizeof count, "gpu.devices=%u", devices);
-    /* without the tier, the NULL in its place ends the options there */
+    /* without the tier, the NULL in its place ends the options there; without streaming, the one after it */
     const char *extra[] = {"--set", "gpu.enable=true", "--set", "gpu.emulate=true", "--set", "gpu.route_all=true",
                            "--set", "gpu.max_k=100", "--set", count, "--workers", "0", "--set", "server.loops=1",
                            tier_cache_on ? "--set" : NULL, "gpu.cache=tier", "--set", "gpu.index_memory=1MiB",
                            /* the tier reads no log: a path that does not exist must not stop the node */
-                           "--set", "gpu.training_queries=/nonexistent/isn-tier-training.tsv", NULL};
+                           "--set", "gpu.training_queries=/nonexistent/isn-tier-training.tsv",
+                           streaming_on ? "--set" : NULL, "gpu.stream_memory=16MiB", NULL};
     client = harness_start_connected(&h, extra, "gpu: ");
     /* ready on the CPU first; the GPU takes queries once its upload ends */
     if (client && !harness_wait_log(&h, "gpu: the first stage serves generation", 60000)) {
@@ -303,6 +326,13 @@ static int setup_two(void **state) {
 static int setup_tier(void **state) {
     devices = 1;
     tier_cache_on = true;
+    return setup(state);
+}
+
+static int setup_streaming(void **state) {
+    devices = 1;
+    tier_cache_on = true;
+    streaming_on = true;
     return setup(state);
 }
 
@@ -328,5 +358,9 @@ int main(void) {
     };
     int failed = cmocka_run_group_tests_name("isnd_gpu", daemon, setup, teardown);
     failed += cmocka_run_group_tests_name("isnd_gpu_two_devices", two_devices, setup_two, teardown);
-    return failed + cmocka_run_group_tests_name("isnd_gpu_tier", tier_cache, setup_tier, teardown);
+    const struct CMUnitTest streaming[] = {
+        cmocka_unit_test(test_streaming),
+    };
+    failed += cmocka_run_group_tests_name("isnd_gpu_tier", tier_cache, setup_tier, teardown);
+    return failed + cmocka_run_group_tests_name("isnd_gpu_stream", streaming, setup_streaming, teardown);
 }
