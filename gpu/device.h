@@ -298,7 +298,6 @@ static inline bool gpu_stage_list_outside(const gpu_upload *u, uint32_t slot, co
            l->host_block + l->num_blocks > u->num_blocks;
 }
 
-
 /* The bounds gpu_range_tail_below (posting_decode.h) reads, a device's copies of gpu_upload's: the ranges'
  * (range_prior_max, num_ranges of them), the blocks' metadata and their suffix maxima (block_suffix_max). */
 typedef struct {
