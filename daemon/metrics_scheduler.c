@@ -189,14 +189,15 @@ static void render_device_json(const isn_gpu_health *hp, byte_buffer *out) {
                   "\"index_bytes\":%llu,\"bytes_resident\":%llu,\"terms_total\":%u,\"terms_resident\":%u,"
                   "\"terms_prefix\":%u,\"tier_docs\":%u,\"batches\":%llu,\"queries_device\":%llu,\"queries_cpu\":%llu,"
                   "\"queries_not_resident\":%llu,\"queries_prefix\":%llu,\"device_errors\":%llu,"
-                  "\"bytes_transferred\":%llu",
+                  "\"bytes_transferred\":%llu,\"stream_bytes\":%llu,\"queries_streamed\":%llu,\"bytes_streamed\":%llu",
                   h.device_name, h.ready ? "true" : "false", h.healthy ? "true" : "false",
                   h.healthy ? "" : "device error", h.warmup_ms, (unsigned long long)h.index_bytes,
                   (unsigned long long)h.bytes_resident, h.terms_total, h.terms_resident, h.terms_prefix, h.tier_docs,
                   (unsigned long long)h.batches, (unsigned long long)h.queries_device,
                   (unsigned long long)h.queries_cpu, (unsigned long long)h.queries_not_resident,
                   (unsigned long long)h.queries_prefix, (unsigned long long)h.device_errors,
-                  (unsigned long long)h.bytes_transferred);
+                  (unsigned long long)h.bytes_transferred, (unsigned long long)h.stream_bytes,
+                  (unsigned long long)h.queries_streamed, (unsigned long long)h.bytes_streamed);
     /* what the backend learned and where its CPU answers came from */
     buffer_printf(out, ",\"pruning\":{\"batches\":{\"pruned\":%llu,\"exhaustive\":%llu},"
                        "\"cost_samples\":{\"pruned\":%llu,\"exhaustive\":%llu},"

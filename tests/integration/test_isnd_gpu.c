@@ -268,7 +268,7 @@ static void test_tier_cache(void **state) {
 
 /* gpu.stream_memory on the tier of test_tier_cache: the lists the tier holds a prefix of, or none of, are streamed to
  * the device with the batches, so the device answers every query, each the CPU engine's answer; /metrics counts the
- * queries and bytes streamed and the staging regions' device memory. */
+ * queries and bytes streamed and the staging regions' device memory, and /stats the queries streamed. */
 static void test_streaming(void **state) {
     (void)state;
     assert_true(check_queries(10, ISN_MODE_OR) > 0);
@@ -283,6 +283,11 @@ static void test_streaming(void **state) {
         if (!at) fail_msg("no %s in /metrics", names[i]);
         if (atoll(at + strlen(names[i])) <= 0) fail_msg("%s is %lld", names[i], atoll(at + strlen(names[i])));
     }
+    static char stats[1 << 16];
+    assert_int_equal(harness_http_get(&h, "/stats", stats, sizeof stats), 200);
+    const char *streamed = strstr(stats, "\"queries_streamed\":");
+    if (!streamed || atoll(streamed + strlen("\"queries_streamed\":")) <= 0)
+        fail_msg("/stats shows no queries streamed: %.300s", stats);
     const char *cpu = strstr(buf, "isn_gpu_queries_not_resident_total{device=\"0\"} ");
     if (!cpu) fail_msg("no isn_gpu_queries_not_resident_total in /metrics");
     assert_int_equal(atoll(cpu + strlen("isn_gpu_queries_not_resident_total{device=\"0\"} ")), 0);
