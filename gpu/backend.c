@@ -76,39 +76,35 @@ static uint64_t streamed_list_bytes(const isn_gpu_backend *b, const isn_term_sta
 
 /* Streaming: every list of the query that the device does not hold whole goes into the batch's staging region
  * (stream_slot.stage), unless this batch streams it already; all of them, or (when they do not fit what is left of
- * the region) none. Whether the device then holds all of the query's lists whole. */
-static bool stream_query_lists(isn_gpu_backend *b, stream_slot *s, uint32_t slot, const uint32_t *ids,
-                               const isn_query_term *terms, uint32_t num_terms) {
-    uint64_t bytes = 0, blocks = 0;
-    bool needed = false;
-    for (uint32_t t = 0; t < num_terms; t++) {
-        const uint32_t id = ids ? ids[t] : terms[t].term_id;
-        isn_term_stats st;
-        isn_index_term_stats(b->index, id, &st);
-        if (b->term_blocks[id] == st.num_blocks || b->staged_term[id] == b->stage_epoch) continue;
-        needed = true;
-        bytes += streamed_list_bytes(b, &st);
-        blocks += st.num_blocks;
-    }
-    if (!needed) return true;
-    if (s->stage_used + bytes + GPU_PAYLOAD_PAD > b->stage_bytes || s->stage_blocks_used + blocks > b->stage_blocks)
-        return false;
-    uint64_t index_blocks;
-    isn_index_block_metas(b->index, &index_blocks);
-    const gpu_upload layout = {.payload_bytes = b->device_payload_bytes, .num_blocks = index_blocks,
-                               .stage_bytes = b->stage_bytes, .stage_blocks = b->stage_blocks};
+ * the region) none: those this query added are taken back. Whether the device then holds all of the query's lists
+ * whole. */
+static bool stream_query_lists(isn_gpu_backend *b, stream_slot *s, const uint32_t *ids, const isn_query_term *terms,
+                               uint32_t num_terms) {
+    const uint32_t lists_before = s->batch.num_stage;
+    const uint64_t used_before = s->stage_used;
+    const uint32_t blocks_before = s->stage_blocks_used;
     for (uint32_t t = 0; t < num_terms; t++) {
         const uint32_t id = ids ? ids[t] : terms[t].term_id;
         isn_term_stats st;
         isn_index_term_stats(b->index, id, &st);
         if (b->term_blocks[id] == st.num_blocks || b->staged_term[id] == b->stage_epoch) continue;
         const uint64_t list_bytes = streamed_list_bytes(b, &st);
-        gpu_stage_list *l = &s->stage[s->batch.num_stage++];
+        if (s->stage_used + list_bytes + GPU_PAYLOAD_PAD > b->stage_bytes ||
+            (uint64_t)s->stage_blocks_used + st.num_blocks > b->stage_blocks) {
+            for (uint32_t i = lists_before; i < s->batch.num_stage; i++) /* none of this query's, then */
+                b->staged_term[s->stage_term[i]] = 0;
+            s->batch.num_stage = lists_before;
+            s->stage_used = used_before;
+            s->stage_blocks_used = blocks_before;
+            return false;
+        }
+        gpu_stage_list *l = &s->stage[s->batch.num_stage];
+        s->stage_term[s->batch.num_stage++] = id;
         *l = (gpu_stage_list){.host_block = st.first_block,
                               .host_offset = gpu_layout_offset(b->stream_blocks[st.first_block].offset),
-                              .stage_offset = gpu_stage_payload_base(&layout, slot) + s->stage_used,
+                              .stage_offset = s->stage_payload_at + s->stage_used,
                               .bytes = list_bytes,
-                              .stage_block = (uint32_t)(gpu_stage_block_base(&layout, slot) + s->stage_blocks_used),
+                              .stage_block = s->stage_block_at + s->stage_blocks_used,
                               .num_blocks = st.num_blocks};
         b->staged_term[id] = b->stage_epoch;
         b->staged_at[id] = l->stage_block;
@@ -382,8 +378,7 @@ static int submit_batch(isn_gpu_backend *b, isn_gpu_request *requests, uint32_t 
             /* streaming: the lists not resident whole come with the batch, when they fit; a query with a list not
              * resident at all is the CPU's otherwise, one with prefixes is completed on the CPU as without streaming */
             if (b->stage_bytes) {
-                const bool whole = stream_query_lists(b, s, (uint32_t)ticket, tree ? tree->term_ids : NULL,
-                                                      r->query->terms, num_terms);
+                const bool whole = stream_query_lists(b, s, tree ? tree->term_ids : NULL, r->query->terms, num_terms);
                 bool absent = false, streamed = false;
                 for (uint32_t t = 0; t < num_terms; t++) {
                     const uint32_t id = tree ? tree->term_ids[t] : r->query->terms[t].term_id;

@@ -60,6 +60,11 @@ typedef struct {
     isn_hit *hits;
     gpu_batch batch;
     gpu_stage_list *stage; /* the lists streamed for this batch (max_terms entries with streaming) */
+    uint32_t *stage_term;  /* and their terms */
+    /* where this stream's staging region starts in the device payload and block metadata (gpu_stage_payload_base,
+     * gpu_stage_block_base) */
+    uint64_t stage_payload_at;
+    uint32_t stage_block_at;
     uint64_t stage_used;   /* bytes of the staging region they take */
     uint32_t stage_blocks_used;
     uint32_t queries_streamed;

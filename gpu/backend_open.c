@@ -230,7 +230,7 @@ static void free_slot(stream_slot *s) {
                        s->filters,        s->filter_values, s->results,     s->hits,          s->coverage,
                        s->tail_terms,     s->ranges_bound_skipped, s->early_completions, s->early_completion_of,
                        s->suffix_hits,    s->suffix_count, s->suffix_postings, s->suffix_failed, s->merge_scratch,
-                       s->stage};
+                       s->stage,          s->stage_term};
     for (size_t i = 0; i < sizeof buffers / sizeof buffers[0]; i++)
         free(buffers[i]);
 }
@@ -383,7 +383,8 @@ static int set_up_lists(isn_gpu_backend *b, const gpu_device_ops *ops, uint64_t 
         s->ranges_bound_skipped = malloc(o.max_batch * sizeof *s->ranges_bound_skipped);
         s->early_completion_of = calloc(o.max_batch, sizeof *s->early_completion_of);
         if (b->stage_bytes) s->stage = malloc(b->max_terms * sizeof *s->stage);
-        if (!s->early_completion_of || (b->stage_bytes && !s->stage)) {
+        if (b->stage_bytes) s->stage_term = malloc(b->max_terms * sizeof *s->stage_term);
+        if (!s->early_completion_of || (b->stage_bytes && (!s->stage || !s->stage_term))) {
             snprintf(err, err_len, "GPU backend: out of memory for batch buffers");
             return -1;
         }
@@ -457,6 +458,10 @@ static int set_up_lists(isn_gpu_backend *b, const gpu_device_ops *ops, uint64_t 
     };
     /* the suffix maxima the device maps come from the page-aligned copy streaming keeps */
     if (b->stream_suffix) up.block_suffix_max = b->stream_suffix;
+    for (uint32_t i = 0; b->stage_bytes && i < o.streams; i++) {
+        b->slots[i].stage_payload_at = gpu_stage_payload_base(&up, i);
+        b->slots[i].stage_block_at = (uint32_t)gpu_stage_block_base(&up, i);
+    }
     const double upload_from = gpu_backend_now_ms();
     b->device = ops->open(o.device, &up, err, err_len);
     b->health.upload_ms = gpu_backend_now_ms() - upload_from;

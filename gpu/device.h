@@ -288,6 +288,13 @@ static inline uint64_t gpu_stage_payload_base(const gpu_upload *u, uint32_t slot
 static inline uint64_t gpu_stage_block_base(const gpu_upload *u, uint32_t slot) {
     return u->num_blocks + (uint64_t)slot * u->stage_blocks;
 }
+/* A device's payload and block metadata, with every stream's staging region when streaming. */
+static inline uint64_t gpu_payload_room(const gpu_upload *u) {
+    return u->stage_bytes ? gpu_stage_payload_base(u, u->streams) : u->payload_bytes + GPU_PAYLOAD_PAD;
+}
+static inline uint64_t gpu_block_room(const gpu_upload *u) {
+    return u->stage_bytes ? gpu_stage_block_base(u, u->streams) : u->num_blocks;
+}
 /* Whether a streamed list would lie outside stream `slot`'s staging region (a backend's error: devices refuse it). */
 static inline bool gpu_stage_list_outside(const gpu_upload *u, uint32_t slot, const gpu_stage_list *l) {
     const uint64_t base = gpu_stage_payload_base(u, slot), block_base = gpu_stage_block_base(u, slot);

@@ -75,11 +75,9 @@ static gpu_device *emulated_open(int ordinal, const gpu_upload *upload, char *er
     if (d == NULL) goto oom;
     d->upload = *upload;
     /* the device's own copy, as the CUDA device uploads one: the caller frees its buffers after open */
-    /* with streaming, each stream's staging region past the resident lists (gpu_stage_payload_base) */
-    const uint64_t payload_room = upload->stage_bytes ? gpu_stage_payload_base(upload, upload->streams)
-                                                      : upload->payload_bytes + GPU_PAYLOAD_PAD;
-    const uint64_t block_room = upload->stage_bytes ? gpu_stage_block_base(upload, upload->streams) : upload->num_blocks;
-    d->payload = calloc(1, payload_room);
+    /* with streaming, each stream's staging region past the resident lists (gpu_payload_room) */
+    const uint64_t block_room = gpu_block_room(upload);
+    d->payload = calloc(1, gpu_payload_room(upload));
     d->blocks = malloc((block_room ? block_room : 1) * sizeof *d->blocks);
     d->attribute_words = malloc((upload->num_attribute_words ? upload->num_attribute_words : 1) * sizeof(uint32_t));
     if (d->payload == NULL || d->blocks == NULL || d->attribute_words == NULL) goto oom;

@@ -354,10 +354,8 @@ static int open_device(gpu_device *d, char *err, size_t err_len) {
     CHECK(cudaGetDeviceProperties(&d->prop, d->ordinal));
     // The same bytes as on disk, padded so that two-word unaligned loads stay inside the allocation; with streaming,
     // each stream's staging region after them (gpu_stage_payload_base, gpu_stage_block_base).
-    const uint64_t payload_room =
-        u->stage_bytes ? gpu_stage_payload_base(u, u->streams) : u->payload_bytes + GPU_PAYLOAD_PAD;
-    const uint64_t block_room = u->stage_bytes ? gpu_stage_block_base(u, u->streams) : u->num_blocks;
-    CHECK(gpu_region_alloc(&d->payload_region, payload_room, d->ordinal));
+    const uint64_t block_room = gpu_block_room(u);
+    CHECK(gpu_region_alloc(&d->payload_region, gpu_payload_room(u), d->ordinal));
     d->d_payload = static_cast<uint8_t *>(d->payload_region.base);
     CHECK(upload_in_chunks(d->d_payload + u->payload_bytes, kPadding, GPU_PAYLOAD_PAD));
     CHECK(upload_in_chunks(d->d_payload, u->payload, u->payload_bytes));
